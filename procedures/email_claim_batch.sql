@@ -1,0 +1,81 @@
+-- Sweep stale leases, then claim up to p_limit due rows for one worker in one short transaction.
+-- Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never share a row.
+-- Call it with autocommit on: it commits its own transaction. The rows are returned only after the
+-- claim has committed, so a caller never holds a row the database does not agree it owns.
+-- Result: the claimed rows (id, notification_id, to_address, from_address, subject, text_body,
+-- html_body, attempt_count, max_attempts, lease_expires_at).
+CREATE PROCEDURE email_claim_batch(
+  IN p_claim_token TEXT CHARACTER SET utf8mb4,
+  IN p_claimed_by TEXT CHARACTER SET utf8mb4,
+  IN p_lease_seconds BIGINT,
+  IN p_limit BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_swept BIGINT DEFAULT 0;
+  -- Not a swallowing handler: it ends the transaction and re-raises the same error.
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_claim_batch: claim_token must be 1 to 64 characters';
+  END IF;
+  IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_claim_batch: claimed_by must be 1 to 191 characters';
+  END IF;
+  IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_claim_batch: lease_seconds must be 1 to 86400';
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_claim_batch: limit must be 1 to 10000';
+  END IF;
+
+  CALL email_internal_sweep_stale_leases(p_limit, v_swept);
+
+  CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_ids (
+    id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+    from_status ENUM('Pending', 'Retrying') NOT NULL
+  ) ENGINE = MEMORY;
+  DELETE FROM email_claim_batch_ids;
+
+  START TRANSACTION;
+  SET v_now = UTC_TIMESTAMP(6);
+  INSERT INTO email_claim_batch_ids (id, from_status)
+  SELECT id, status
+    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim)
+   WHERE claim_due_at <= v_now
+     AND attempt_count < max_attempts
+   ORDER BY claim_due_at, id
+   LIMIT p_limit
+   FOR UPDATE SKIP LOCKED;
+
+  -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
+  -- locked read, not from the column being overwritten.
+  UPDATE email_claim_batch_ids c
+         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+     SET a.claimed_from_status = c.from_status,
+         a.status = 'Processing',
+         a.claim_token = p_claim_token,
+         a.claimed_by = p_claimed_by,
+         a.claimed_at = v_now,
+         a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
+         a.row_version = a.row_version + 1,
+         a.updated_at = v_now,
+         a.updated_by = p_claimed_by,
+         a.transition_detail = 'claimed'
+   WHERE a.status IN ('Pending', 'Retrying');
+  COMMIT;
+
+  SELECT a.id, a.notification_id, a.to_address, a.from_address, a.subject, a.text_body, a.html_body,
+         a.attempt_count, a.max_attempts, a.lease_expires_at
+    FROM email_claim_batch_ids c
+         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+   WHERE a.claim_token = p_claim_token COLLATE utf8mb4_bin
+     AND a.status = 'Processing'
+   ORDER BY a.next_attempt_at, a.id;
+END

@@ -1,0 +1,74 @@
+-- Enqueue one email, idempotently on notification_id, inside the caller's own transaction.
+-- Never starts, commits or rolls back: a duplicate leaves the caller's transaction and its earlier
+-- writes intact. Result: affected (1 new, 0 duplicate), attempt_id (the existing row's on a duplicate).
+CREATE PROCEDURE email_enqueue(
+  IN p_notification_id TEXT CHARACTER SET utf8mb4,
+  IN p_to_address TEXT CHARACTER SET utf8mb4,
+  IN p_from_address TEXT CHARACTER SET utf8mb4,
+  IN p_subject TEXT CHARACTER SET utf8mb4,
+  IN p_text_body LONGTEXT CHARACTER SET utf8mb4,
+  IN p_html_body LONGTEXT CHARACTER SET utf8mb4,
+  IN p_max_attempts BIGINT,
+  IN p_send_after DATETIME(6)
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_duplicate INT DEFAULT 0;
+  DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT NULL;
+  -- Only the duplicate key is handled; every other error (deadlock included) reaches the caller.
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+
+  IF p_notification_id IS NULL OR CHAR_LENGTH(p_notification_id) < 1 OR CHAR_LENGTH(p_notification_id) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: notification_id must be 1 to 191 characters';
+  END IF;
+  -- The unique key compares with PAD SPACE: 'a ' would collide with 'a', so refuse the ambiguity.
+  IF RIGHT(p_notification_id, 1) = BINARY ' ' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: notification_id must not end with a space';
+  END IF;
+  IF p_to_address IS NULL OR CHAR_LENGTH(p_to_address) > 320
+     OR CHAR_LENGTH(p_to_address) - CHAR_LENGTH(REPLACE(p_to_address, '@', '')) <> 1
+     OR LEFT(p_to_address, 1) = '@' OR RIGHT(p_to_address, 1) = '@'
+     OR LOCATE(CHAR(13), p_to_address) > 0 OR LOCATE(CHAR(10), p_to_address) > 0 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      'email_enqueue: to_address must be at most 320 characters with exactly one @ between text, and no CR or LF';
+  END IF;
+  IF p_from_address IS NOT NULL AND (CHAR_LENGTH(p_from_address) > 320
+     OR CHAR_LENGTH(p_from_address) - CHAR_LENGTH(REPLACE(p_from_address, '@', '')) <> 1
+     OR LEFT(p_from_address, 1) = '@' OR RIGHT(p_from_address, 1) = '@'
+     OR LOCATE(CHAR(13), p_from_address) > 0 OR LOCATE(CHAR(10), p_from_address) > 0) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      'email_enqueue: from_address must be NULL or at most 320 characters with exactly one @ between text, and no CR or LF';
+  END IF;
+  IF p_subject IS NULL OR CHAR_LENGTH(p_subject) > 998
+     OR LOCATE(CHAR(13), p_subject) > 0 OR LOCATE(CHAR(10), p_subject) > 0 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: subject must be at most 998 characters with no CR or LF';
+  END IF;
+  IF p_text_body IS NULL AND p_html_body IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: text_body or html_body must be given';
+  END IF;
+  IF LENGTH(p_text_body) > 16777215 OR LENGTH(p_html_body) > 16777215 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: text_body and html_body must each be at most 16 MiB';
+  END IF;
+  IF p_max_attempts IS NOT NULL AND (p_max_attempts < 1 OR p_max_attempts > 100) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: max_attempts must be NULL or 1 to 100';
+  END IF;
+
+  INSERT INTO email_delivery_attempts
+    (notification_id, to_address, from_address, subject, text_body, html_body, status,
+     max_attempts, next_attempt_at, created_at, updated_at, updated_by, transition_detail)
+  VALUES
+    (p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
+     COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now, CURRENT_USER(), 'enqueued');
+
+  IF v_duplicate = 0 THEN
+    SELECT 1 AS affected, LAST_INSERT_ID() AS attempt_id;
+  ELSE
+    -- A locking read sees the committed row even when the caller's snapshot predates it.
+    SELECT id INTO v_attempt_id FROM email_delivery_attempts
+     WHERE notification_id = p_notification_id COLLATE utf8mb4_bin
+     LOCK IN SHARE MODE;
+    SELECT 0 AS affected, v_attempt_id AS attempt_id;
+  END IF;
+END

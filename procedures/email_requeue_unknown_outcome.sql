@@ -1,0 +1,33 @@
+-- Operator only, after checking SES: UnknownOutcome -> Pending, due now. The email may reach the
+-- recipient twice if SES had in fact accepted it. If the attempts are used up, one more is granted,
+-- or the row could never be claimed again. Audited with who and why. Result: affected.
+CREATE PROCEDURE email_requeue_unknown_outcome(
+  IN p_id BIGINT,
+  IN p_requeued_by TEXT CHARACTER SET utf8mb4,
+  IN p_reason TEXT CHARACTER SET utf8mb4
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  IF p_id IS NULL OR p_id < 1 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: id must be a positive integer';
+  END IF;
+  IF p_requeued_by IS NULL OR CHAR_LENGTH(TRIM(p_requeued_by)) < 1 OR CHAR_LENGTH(p_requeued_by) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: requeued_by must be 1 to 191 characters, not blank';
+  END IF;
+  IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: reason must be 1 to 2000 characters, not blank';
+  END IF;
+  UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
+     SET status = 'Pending',
+         max_attempts = GREATEST(max_attempts, attempt_count + 1),
+         next_attempt_at = v_now,
+         row_version = row_version + 1,
+         updated_at = v_now,
+         updated_by = p_requeued_by,
+         transition_detail = CONCAT('requeued: ', p_reason)
+   WHERE id = p_id
+     AND status = 'UnknownOutcome';
+  SELECT ROW_COUNT() AS affected;
+END

@@ -1,0 +1,41 @@
+-- Operator only: record the verdict after looking the message up in SES event data.
+-- UnknownOutcome -> Sent (optionally with the MessageId found) or Failed. Audited. Result: affected.
+CREATE PROCEDURE email_resolve_unknown_outcome(
+  IN p_id BIGINT,
+  IN p_outcome TEXT CHARACTER SET utf8mb4,
+  IN p_resolved_by TEXT CHARACTER SET utf8mb4,
+  IN p_reason TEXT CHARACTER SET utf8mb4,
+  IN p_provider_message_id TEXT CHARACTER SET utf8mb4
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  IF p_id IS NULL OR p_id < 1 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: id must be a positive integer';
+  END IF;
+  IF p_outcome IS NULL OR p_outcome COLLATE utf8mb4_bin NOT IN ('Sent', 'Failed') THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: outcome must be Sent or Failed';
+  END IF;
+  IF p_resolved_by IS NULL OR CHAR_LENGTH(TRIM(p_resolved_by)) < 1 OR CHAR_LENGTH(p_resolved_by) > 191 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: resolved_by must be 1 to 191 characters, not blank';
+  END IF;
+  IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: reason must be 1 to 2000 characters, not blank';
+  END IF;
+  IF CHAR_LENGTH(p_provider_message_id) > 191 OR (p_outcome = 'Failed' AND p_provider_message_id IS NOT NULL) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      'email_resolve_unknown_outcome: provider_message_id must be at most 191 characters, and only given with Sent';
+  END IF;
+  UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
+     SET status = p_outcome,
+         provider_message_id = COALESCE(p_provider_message_id, provider_message_id),
+         sent_at = IF(p_outcome = 'Sent', v_now, sent_at),
+         row_version = row_version + 1,
+         updated_at = v_now,
+         updated_by = p_resolved_by,
+         transition_detail = CONCAT('resolved as ', p_outcome, ': ', p_reason)
+   WHERE id = p_id
+     AND status = 'UnknownOutcome';
+  SELECT ROW_COUNT() AS affected;
+END

@@ -1,0 +1,15 @@
+-- Move Processing rows whose lease has passed to UnknownOutcome (never back to a claimable status:
+-- the send may have happened). Result: affected.
+CREATE PROCEDURE email_sweep_stale_leases(
+  IN p_limit BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_swept BIGINT DEFAULT 0;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_sweep_stale_leases: limit must be 1 to 10000';
+  END IF;
+  CALL email_internal_sweep_stale_leases(p_limit, v_swept);
+  SELECT v_swept AS affected;
+END

@@ -1,0 +1,97 @@
+"""Shared fixtures: one real database server per session, a clean migrated schema per test."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.repository import OutboxRepository
+from tests.harness import TestServer, start_test_server
+
+_server: TestServer | None = None
+_names = itertools.count(1)
+
+
+def get_test_server() -> TestServer:
+    global _server
+    if _server is None:
+        _server = start_test_server()
+    return _server
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    server = get_test_server()
+    return [f"database: {server.kind}, server version {server.version}, at {server.admin.redacted()}"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _server is not None:
+        _server.close()
+
+
+@pytest.fixture(scope="session")
+def server() -> TestServer:
+    return get_test_server()
+
+
+@pytest.fixture(scope="session")
+def shared_dsn(server: TestServer) -> DatabaseDsn:
+    """One migrated database for the whole session; `dsn` empties it before each test."""
+    return server.migrated_database("email_outbox_test")
+
+
+@pytest.fixture
+def dsn(server: TestServer, shared_dsn: DatabaseDsn) -> DatabaseDsn:
+    server.truncate(shared_dsn)
+    return shared_dsn
+
+
+@pytest.fixture
+def fresh_dsn(server: TestServer) -> DatabaseDsn:
+    """An empty, unmigrated database of this test's own."""
+    return server.create_database(f"email_outbox_fresh_{next(_names)}")
+
+
+@pytest.fixture
+def repo(dsn: DatabaseDsn) -> Iterator[OutboxRepository]:
+    repository = OutboxRepository.open(dsn)
+    yield repository
+    repository.close()
+
+
+@pytest.fixture
+def open_repo(dsn: DatabaseDsn) -> Iterator[object]:
+    """A factory of extra repositories on separate connections, all closed at the end."""
+    opened: list[OutboxRepository] = []
+
+    def factory() -> OutboxRepository:
+        repository = OutboxRepository.open(dsn)
+        opened.append(repository)
+        return repository
+
+    yield factory
+    for repository in opened:
+        repository.close()
+
+
+def set_clock(repo: OutboxRepository, when: datetime | None) -> None:
+    """Move this session's database clock (UTC_TIMESTAMP) to `when`; None returns to real time."""
+    cursor = repo.connection.cursor()
+    cursor.execute("SET time_zone = '+00:00'")
+    if when is None:
+        cursor.execute("SET timestamp = DEFAULT")
+    else:
+        cursor.execute("SET timestamp = UNIX_TIMESTAMP(%s)", (when.strftime("%Y-%m-%d %H:%M:%S.%f"),))
+    cursor.close()
+
+
+def db_now(repo: OutboxRepository) -> datetime:
+    cursor = repo.connection.cursor()
+    cursor.execute("SELECT UTC_TIMESTAMP(6)")
+    value = cursor.fetchone()[0]  # type: ignore[index]
+    cursor.close()
+    return value  # type: ignore[no-any-return]

@@ -1,0 +1,43 @@
+"""The exception tree every layer raises. Driver errors are always chained (`raise ... from`).
+
+OutboxError
+ +-- InvalidInput          a procedure refused its arguments (SQLSTATE 45000); nothing was written
+ +-- NotFound              a row or a database object that was asked for does not exist
+ |    +-- SchemaNotInstalled  a procedure the caller needs is missing: run `email-outbox migrate`
+ +-- DatabaseUnavailable   the server could not be reached or the connection was lost
+ +-- TransientDatabaseError  deadlock (1213) or lock wait timeout (1205): safe to retry the call
+ +-- ConfigError           a setting is missing or out of range
+ +-- MigrationError        migrations could not be applied
+"""
+
+
+class OutboxError(Exception):
+    """Base class of everything this package raises on purpose."""
+
+
+class InvalidInput(OutboxError):
+    """A stored procedure rejected its input with SQLSTATE 45000."""
+
+
+class NotFound(OutboxError):
+    """The row or object asked for does not exist."""
+
+
+class SchemaNotInstalled(NotFound):
+    """A stored procedure is missing from the database."""
+
+
+class DatabaseUnavailable(OutboxError):
+    """The database could not be reached, or the connection dropped mid-call."""
+
+
+class TransientDatabaseError(OutboxError):
+    """A deadlock or lock wait timeout: the statement was rolled back and may be retried."""
+
+
+class ConfigError(OutboxError):
+    """A configuration value is missing or invalid."""
+
+
+class MigrationError(OutboxError):
+    """Migrations could not be applied."""

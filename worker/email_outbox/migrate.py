@@ -1,0 +1,94 @@
+"""`email-outbox migrate`: yoyo schema migrations, then the procedures, under one server-side lock.
+
+GET_LOCK rather than yoyo's lock row: the server frees a GET_LOCK when the holder's connection dies,
+so a migrator killed with -9 never blocks the next run (yoyo's row would survive it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+import yoyo
+from yoyo.migrations import MigrationList
+
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.errors import DatabaseUnavailable, MigrationError
+from email_outbox.paths import migrations_dir
+from email_outbox.routines import DriftReport, check_drift, load_procedures
+
+MIGRATION_LOCK = "email_outbox_migrate"
+
+
+@dataclass
+class MigrateReport:
+    applied: list[str] = field(default_factory=list)
+    procedures_installed: list[str] = field(default_factory=list)
+    drift_after: DriftReport = field(default_factory=DriftReport)
+
+    def lines(self) -> list[str]:
+        out = [f"applied migration {m}" for m in self.applied] or ["schema up to date"]
+        out += [f"installed procedure {p}" for p in self.procedures_installed] or ["procedures up to date"]
+        out.append(self.drift_after.describe())
+        return out
+
+
+def _backend(dsn: DatabaseDsn) -> Any:
+    try:
+        return yoyo.get_backend(dsn.url())
+    except pymysql.err.OperationalError as exc:
+        raise DatabaseUnavailable(f"cannot connect to {dsn.redacted()}: {exc}") from exc
+
+
+def migrate(
+    dsn: DatabaseDsn, *, lock_timeout: int = 120, progress: Callable[[str], None] = lambda _line: None
+) -> MigrateReport:
+    backend = _backend(dsn)
+    cursor = backend.connection.cursor()
+    cursor.execute("SELECT GET_LOCK(%s, %s)", (MIGRATION_LOCK, lock_timeout))
+    if cursor.fetchone()[0] != 1:
+        raise MigrationError(f"another migrator held the lock {MIGRATION_LOCK} for {lock_timeout}s")
+    progress("acquired migration lock")
+    report = MigrateReport()
+    try:
+        migrations = yoyo.read_migrations(str(migrations_dir()))
+        pending = backend.to_apply(migrations)
+        report.applied = [m.id for m in pending]
+        backend.apply_migrations_only(pending)
+        before = _drift(dsn)
+        # The post-apply step runs every time, not only when a schema migration was pending.
+        backend.run_post_apply(MigrationList([], migrations.post_apply))
+        report.procedures_installed = sorted(before.missing + list(before.changed))
+        report.drift_after = _drift(dsn)
+        if not report.drift_after.clean:
+            raise MigrationError(f"procedures still differ after install: {report.drift_after.describe()}")
+    except pymysql.err.Error as exc:
+        raise MigrationError(f"migration failed: {exc}") from exc
+    finally:
+        cursor.execute("SELECT RELEASE_LOCK(%s)", (MIGRATION_LOCK,))
+        backend.connection.close()
+    return report
+
+
+def _drift(dsn: DatabaseDsn) -> DriftReport:
+    conn = pymysql.connect(**_pymysql_args(dsn))
+    try:
+        with conn.cursor() as cursor:
+            return check_drift(cursor)
+    finally:
+        conn.close()
+
+
+def _pymysql_args(dsn: DatabaseDsn) -> dict[str, Any]:
+    args: dict[str, Any] = {"user": dsn.user, "password": dsn.password, "database": dsn.database, "charset": "utf8mb4"}
+    if dsn.unix_socket:
+        args["unix_socket"] = dsn.unix_socket
+    else:
+        args["host"], args["port"] = dsn.host, dsn.port
+    return args
+
+
+def procedure_names() -> list[str]:
+    return [p.name for p in load_procedures()]

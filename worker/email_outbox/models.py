@@ -1,0 +1,112 @@
+"""Typed values the repository returns. Column names follow DESIGN.md section 4 exactly."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class Status(enum.StrEnum):
+    """The six statuses, spelled as in the column's ENUM (a test keeps the two in step)."""
+
+    PENDING = "Pending"
+    RETRYING = "Retrying"
+    PROCESSING = "Processing"
+    SENT = "Sent"
+    FAILED = "Failed"
+    UNKNOWN_OUTCOME = "UnknownOutcome"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Status.SENT, Status.FAILED, Status.UNKNOWN_OUTCOME)
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    affected: int
+    attempt_id: int
+
+    @property
+    def duplicate(self) -> bool:
+        return self.affected == 0
+
+
+@dataclass(frozen=True)
+class ClaimedEmail:
+    id: int
+    notification_id: str
+    to_address: str
+    from_address: str | None
+    subject: str
+    text_body: str | None
+    html_body: str | None
+    attempt_count: int
+    max_attempts: int
+    lease_expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    notification_id: str
+    to_address: str
+    from_address: str | None
+    subject: str
+    text_body: str | None
+    html_body: str | None
+    status: Status
+    attempt_count: int
+    max_attempts: int
+    next_attempt_at: datetime
+
+
+@dataclass(frozen=True)
+class FailureResult:
+    affected: int
+    status: Status | None
+
+
+@dataclass(frozen=True)
+class StatusCount:
+    status: Status
+    count: int
+    oldest_due_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    """A row of email_delivery_attempts as operators see it."""
+
+    id: int
+    notification_id: str
+    to_address: str
+    from_address: str | None
+    subject: str
+    status: Status
+    attempt_count: int
+    max_attempts: int
+    next_attempt_at: datetime
+    claim_token: str | None
+    claimed_by: str | None
+    claimed_at: datetime | None
+    lease_expires_at: datetime | None
+    last_attempt_at: datetime | None
+    last_error_code: str | None
+    last_error_message: str | None
+    provider_message_id: str | None
+    sent_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class DeliveryEvent:
+    id: int
+    attempt_id: int
+    occurred_at: datetime
+    from_status: Status | None
+    to_status: Status
+    claim_token: str | None
+    actor: str | None
+    detail: str | None

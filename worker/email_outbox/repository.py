@@ -1,0 +1,332 @@
+"""One typed function per stored procedure. The only module that talks SQL to the outbox.
+
+Every call is `CALL name(...)` through cursor.execute (one round trip; callproc costs three), the one
+result set is read, and the connection is drained so the next call never finds unread results.
+Writes go through the procedures only; the few SELECTs here are read-only views for operators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import mysql.connector
+from mysql.connector.abstracts import MySQLConnectionAbstract
+from mysql.connector.pooling import PooledMySQLConnection
+
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.errors import (
+    DatabaseUnavailable,
+    InvalidInput,
+    NotFound,
+    OutboxError,
+    SchemaNotInstalled,
+    TransientDatabaseError,
+)
+from email_outbox.models import (
+    Candidate,
+    ClaimedEmail,
+    DeliveryEvent,
+    DeliveryRow,
+    EnqueueResult,
+    FailureResult,
+    Status,
+    StatusCount,
+)
+
+Connection = MySQLConnectionAbstract | PooledMySQLConnection
+
+ER_SIGNAL_EXCEPTION = 1644
+ER_SP_DOES_NOT_EXIST = 1305
+ER_LOCK_DEADLOCK = 1213
+ER_LOCK_WAIT_TIMEOUT = 1205
+# Server going away or refusing work: a new connection (maybe later) is the remedy.
+CONNECTION_ERRNOS = frozenset({1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2003, 2006, 2013, 2055, 4031})
+
+_ROW_COLUMNS = (
+    "id, notification_id, to_address, from_address, subject, status, attempt_count, max_attempts,"
+    " next_attempt_at, claim_token, claimed_by, claimed_at, lease_expires_at, last_attempt_at,"
+    " last_error_code, last_error_message, provider_message_id, sent_at, created_at, updated_at"
+)
+
+
+def connect(dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> Connection:
+    """A connection in autocommit mode: each worker-facing CALL commits on its own."""
+    try:
+        conn = mysql.connector.connect(
+            **dsn.connect_args(), autocommit=True, connection_timeout=int(max(1, connect_timeout))
+        )
+    except mysql.connector.Error as exc:
+        raise translate_error(exc) from exc
+    return conn
+
+
+def translate_error(exc: mysql.connector.Error) -> OutboxError:
+    errno = getattr(exc, "errno", None)
+    message = getattr(exc, "msg", None) or str(exc)
+    if errno == ER_SIGNAL_EXCEPTION or getattr(exc, "sqlstate", None) == "45000":
+        return InvalidInput(message)
+    if errno == ER_SP_DOES_NOT_EXIST:
+        return SchemaNotInstalled(f"{message}: run `email-outbox migrate` (migration 0001_schema and procedures/)")
+    if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT):
+        return TransientDatabaseError(message)
+    if errno in CONNECTION_ERRNOS or isinstance(exc, (mysql.connector.InterfaceError, mysql.connector.OperationalError)):
+        return DatabaseUnavailable(message)
+    return OutboxError(f"database error {errno}: {message}")
+
+
+def _status(value: Any) -> Status | None:
+    return None if value is None else Status(str(value))
+
+
+class OutboxRepository:
+    """The procedure contract over one connection. Not thread-safe: one per thread."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.calls = 0
+
+    @classmethod
+    def open(cls, dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> OutboxRepository:
+        return cls(connect(dsn, connect_timeout=connect_timeout))
+
+    def close(self) -> None:
+        try:
+            self.connection.close()
+        except mysql.connector.Error:
+            pass
+
+    @contextmanager
+    def _cursor(self) -> Iterator[Any]:
+        try:
+            cursor = self.connection.cursor(dictionary=True)
+        except mysql.connector.Error as exc:
+            raise translate_error(exc) from exc
+        try:
+            yield cursor
+        except mysql.connector.Error as exc:
+            raise translate_error(exc) from exc
+        finally:
+            try:
+                cursor.close()
+            except mysql.connector.Error:
+                pass
+
+    def _call(self, procedure: str, args: Sequence[Any]) -> list[dict[str, Any]]:
+        placeholders = ", ".join(["%s"] * len(args))
+        self.calls += 1
+        with self._cursor() as cursor:
+            cursor.execute(f"CALL {procedure}({placeholders})", tuple(args))
+            rows: list[dict[str, Any]] = cursor.fetchall() if cursor.with_rows else []
+            while cursor.nextset():
+                if cursor.with_rows:
+                    cursor.fetchall()
+            return rows
+
+    def _select(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with self._cursor() as cursor:
+            cursor.execute(sql, tuple(args))
+            rows: list[dict[str, Any]] = cursor.fetchall()
+            return rows
+
+    def _affected(self, procedure: str, args: Sequence[Any]) -> int:
+        return int(self._call(procedure, args)[0]["affected"])
+
+    # --- enqueue --------------------------------------------------------------------------------
+    def enqueue(
+        self,
+        notification_id: str,
+        to_address: str,
+        subject: str,
+        *,
+        text_body: str | None = None,
+        html_body: str | None = None,
+        from_address: str | None = None,
+        max_attempts: int | None = None,
+        send_after: datetime | None = None,
+    ) -> EnqueueResult:
+        row = self._call(
+            "email_enqueue",
+            (notification_id, to_address, from_address, subject, text_body, html_body, max_attempts, send_after),
+        )[0]
+        return EnqueueResult(int(row["affected"]), int(row["attempt_id"]))
+
+    # --- claiming -------------------------------------------------------------------------------
+    def claimable_candidates(self, limit: int) -> list[Candidate]:
+        return [
+            Candidate(
+                id=int(r["id"]),
+                notification_id=r["notification_id"],
+                to_address=r["to_address"],
+                from_address=r["from_address"],
+                subject=r["subject"],
+                text_body=r["text_body"],
+                html_body=r["html_body"],
+                status=Status(r["status"]),
+                attempt_count=int(r["attempt_count"]),
+                max_attempts=int(r["max_attempts"]),
+                next_attempt_at=r["next_attempt_at"],
+            )
+            for r in self._call("email_claimable_candidates", (limit,))
+        ]
+
+    def try_claim(self, attempt_id: int, claim_token: str, claimed_by: str, lease_seconds: int) -> int:
+        return self._affected("email_try_claim", (attempt_id, claim_token, claimed_by, lease_seconds))
+
+    def claim_batch(self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int) -> list[ClaimedEmail]:
+        return [
+            ClaimedEmail(
+                id=int(r["id"]),
+                notification_id=r["notification_id"],
+                to_address=r["to_address"],
+                from_address=r["from_address"],
+                subject=r["subject"],
+                text_body=r["text_body"],
+                html_body=r["html_body"],
+                attempt_count=int(r["attempt_count"]),
+                max_attempts=int(r["max_attempts"]),
+                lease_expires_at=r["lease_expires_at"],
+            )
+            for r in self._call("email_claim_batch", (claim_token, claimed_by, lease_seconds, limit))
+        ]
+
+    def sweep_stale_leases(self, limit: int) -> int:
+        return self._affected("email_sweep_stale_leases", (limit,))
+
+    def extend_lease(self, attempt_id: int, claim_token: str, lease_seconds: int) -> int:
+        return self._affected("email_extend_lease", (attempt_id, claim_token, lease_seconds))
+
+    # --- finalizing -----------------------------------------------------------------------------
+    def finalize_sent(self, attempt_id: int, claim_token: str, provider_message_id: str) -> int:
+        return self._affected("email_finalize_sent", (attempt_id, claim_token, provider_message_id))
+
+    def finalize_failure(
+        self,
+        attempt_id: int,
+        claim_token: str,
+        *,
+        permanent: bool,
+        error_code: str | None,
+        error_message: str | None,
+        retry_delay_seconds: int,
+    ) -> FailureResult:
+        row = self._call(
+            "email_finalize_failure",
+            (attempt_id, claim_token, 1 if permanent else 0, error_code, error_message, retry_delay_seconds),
+        )[0]
+        return FailureResult(int(row["affected"]), _status(row["status"]))
+
+    def finalize_unknown(self, attempt_id: int, claim_token: str, error_message: str | None) -> int:
+        return self._affected("email_finalize_unknown", (attempt_id, claim_token, error_message))
+
+    def release_claim(self, attempt_id: int, claim_token: str, delay_seconds: int) -> int:
+        return self._affected("email_release_claim", (attempt_id, claim_token, delay_seconds))
+
+    # --- operators ------------------------------------------------------------------------------
+    def requeue_unknown_outcome(self, attempt_id: int, requeued_by: str, reason: str) -> int:
+        return self._affected("email_requeue_unknown_outcome", (attempt_id, requeued_by, reason))
+
+    def resolve_unknown_outcome(
+        self, attempt_id: int, outcome: str, resolved_by: str, reason: str, provider_message_id: str | None = None
+    ) -> int:
+        return self._affected(
+            "email_resolve_unknown_outcome", (attempt_id, outcome, resolved_by, reason, provider_message_id)
+        )
+
+    def outbox_stats(self) -> list[StatusCount]:
+        return [
+            StatusCount(Status(r["status"]), int(r["count"]), r["oldest_due_at"])
+            for r in self._call("email_outbox_stats", ())
+        ]
+
+    def purge_bodies(self, older_than_days: int, limit: int) -> int:
+        return self._affected("email_purge_bodies", (older_than_days, limit))
+
+    # --- read-only views for operators ------------------------------------------------------------
+    def get_row(self, attempt_id: int) -> DeliveryRow:
+        rows = self._select(f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
+        if not rows:
+            raise NotFound(f"no email with id {attempt_id}")
+        return _delivery_row(rows[0])
+
+    def get_row_by_notification_id(self, notification_id: str) -> DeliveryRow:
+        rows = self._select(
+            f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE notification_id = %s", (notification_id,)
+        )
+        if not rows:
+            raise NotFound(f"no email with notification id {notification_id!r}")
+        return _delivery_row(rows[0])
+
+    def list_rows(self, status: Status, *, since: datetime | None = None, limit: int = 50) -> list[DeliveryRow]:
+        sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE status = %s"
+        args: list[Any] = [status.value]
+        if since is not None:
+            sql += " AND updated_at >= %s"
+            args.append(since)
+        sql += " ORDER BY id LIMIT %s"
+        args.append(limit)
+        return [_delivery_row(r) for r in self._select(sql, args)]
+
+    def events(self, attempt_id: int) -> list[DeliveryEvent]:
+        rows = self._select(
+            "SELECT id, attempt_id, occurred_at, from_status, to_status, claim_token, actor, detail"
+            " FROM email_delivery_events WHERE attempt_id = %s ORDER BY id",
+            (attempt_id,),
+        )
+        return [
+            DeliveryEvent(
+                id=int(r["id"]),
+                attempt_id=int(r["attempt_id"]),
+                occurred_at=r["occurred_at"],
+                from_status=_status(r["from_status"]),
+                to_status=Status(r["to_status"]),
+                claim_token=r["claim_token"],
+                actor=r["actor"],
+                detail=r["detail"],
+            )
+            for r in rows
+        ]
+
+    def expired_lease_count(self) -> int:
+        rows = self._select(
+            "SELECT COUNT(*) AS n FROM email_delivery_attempts"
+            " WHERE status = 'Processing' AND lease_expires_at <= UTC_TIMESTAMP(6)"
+        )
+        return int(rows[0]["n"])
+
+    def installed_procedures(self) -> set[str]:
+        rows = self._select(
+            "SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES"
+            " WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE'"
+        )
+        return {str(r["name"]) for r in rows}
+
+    def server_version(self) -> str:
+        return str(self._select("SELECT VERSION() AS v")[0]["v"])
+
+
+def _delivery_row(r: dict[str, Any]) -> DeliveryRow:
+    return DeliveryRow(
+        id=int(r["id"]),
+        notification_id=r["notification_id"],
+        to_address=r["to_address"],
+        from_address=r["from_address"],
+        subject=r["subject"],
+        status=Status(r["status"]),
+        attempt_count=int(r["attempt_count"]),
+        max_attempts=int(r["max_attempts"]),
+        next_attempt_at=r["next_attempt_at"],
+        claim_token=r["claim_token"],
+        claimed_by=r["claimed_by"],
+        claimed_at=r["claimed_at"],
+        lease_expires_at=r["lease_expires_at"],
+        last_attempt_at=r["last_attempt_at"],
+        last_error_code=r["last_error_code"],
+        last_error_message=r["last_error_message"],
+        provider_message_id=r["provider_message_id"],
+        sent_at=r["sent_at"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+    )
