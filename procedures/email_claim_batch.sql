@@ -43,6 +43,10 @@ BEGIN
   ) ENGINE = MEMORY;
   DELETE FROM email_claim_batch_ids;
 
+  -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
+  -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
+  -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   SET v_now = UTC_TIMESTAMP(6);
   INSERT INTO email_claim_batch_ids (id, from_status)

@@ -25,6 +25,8 @@ TABLES = ("email_delivery_events", "email_delivery_attempts")
 
 @dataclass
 class TestServer:
+    __test__ = False  # a fixture value, not a test class
+
     kind: str
     admin: DatabaseDsn
     private: PrivateServer | None = None

@@ -22,13 +22,19 @@ VALUES (NEW.id, NEW.updated_at, NULL, NEW.status, NULL, NEW.updated_by, NEW.tran
 """
 
 # Only status changes are transitions; a lease extension or a body purge writes no event.
+# INSERT ... VALUES, never INSERT ... SELECT: under innodb_autoinc_lock_mode=1 (MariaDB's default) an
+# INSERT ... SELECT takes the table-level AUTO-INC lock, which serialised concurrent batch claims and
+# failed them with error 1467 when it met SKIP LOCKED.
 AUDIT_UPDATE = """
 CREATE TRIGGER email_delivery_attempts_audit_update
 AFTER UPDATE ON email_delivery_attempts FOR EACH ROW
-INSERT INTO email_delivery_events (attempt_id, occurred_at, from_status, to_status, claim_token, actor, detail)
-SELECT NEW.id, NEW.updated_at, OLD.status, NEW.status, COALESCE(NEW.claim_token, OLD.claim_token),
-       NEW.updated_by, NEW.transition_detail
-FROM DUAL WHERE NOT (OLD.status <=> NEW.status)
+BEGIN
+  IF NOT (OLD.status <=> NEW.status) THEN
+    INSERT INTO email_delivery_events (attempt_id, occurred_at, from_status, to_status, claim_token, actor, detail)
+    VALUES (NEW.id, NEW.updated_at, OLD.status, NEW.status, COALESCE(NEW.claim_token, OLD.claim_token),
+            NEW.updated_by, NEW.transition_detail);
+  END IF;
+END
 """
 
 

@@ -53,6 +53,7 @@ def migrate(
     progress("acquired migration lock")
     report = MigrateReport()
     try:
+        _repair_interrupted_bootstrap(backend)
         migrations = yoyo.read_migrations(str(migrations_dir()))
         pending = backend.to_apply(migrations)
         report.applied = [m.id for m in pending]
@@ -70,6 +71,38 @@ def migrate(
         cursor.execute("SELECT RELEASE_LOCK(%s)", (MIGRATION_LOCK,))
         backend.connection.close()
     return report
+
+
+def _repair_interrupted_bootstrap(backend: Any) -> None:
+    """Undo yoyo's own table set-up if a killed migrator left it half done.
+
+    yoyo creates its bookkeeping tables in several DDL statements, each committing on its own; a kill -9
+    in between leaves tables it then refuses to read (an empty version table fails an assertion).
+    While no migration is recorded, nothing is lost by dropping them, and yoyo creates them again.
+    Runs under the migration lock, so no other migrator is half-way through the same set-up.
+    """
+    tables = set(backend.list_tables())
+    cursor = backend.connection.cursor()
+    if backend.lock_table in tables:
+        # yoyo takes its lock row while it sets up its tables; a killed migrator leaves the row behind
+        # and the next run would wait for it and fail. Under our GET_LOCK any such row is stale.
+        cursor.execute(f"DELETE FROM `{backend.lock_table}`")
+        backend.connection.commit()
+    # (yoyo_lock is left alone: yoyo creates it when it connects, and we never use it.)
+    ours = [backend.migration_table, backend.log_table, backend.version_table]
+    present = [t for t in ours if t in tables]
+    if not present:
+        return
+    if backend.version_table in tables:
+        cursor.execute(f"SELECT COUNT(*) FROM `{backend.version_table}`")
+        if cursor.fetchone()[0] > 0:
+            return
+    if backend.migration_table in tables:
+        cursor.execute(f"SELECT COUNT(*) FROM `{backend.migration_table}`")
+        if cursor.fetchone()[0] > 0:
+            return  # an older yoyo's records: yoyo knows how to upgrade those
+    for table in present:
+        cursor.execute(f"DROP TABLE IF EXISTS `{table}`")
 
 
 def _drift(dsn: DatabaseDsn) -> DriftReport:

@@ -1,0 +1,37 @@
+# The whole set-up on a fresh Debian/Ubuntu machine is `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: test demo lint system-deps bench soak clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[test]"
+	@touch $@
+
+# A database server binary (mariadbd or mysqld) and the command-line client the tests drive.
+# Installed from Debian's packages when missing; the tests and the demo start private servers
+# from the binary, never a system service.
+system-deps:
+	@bash db/ensure-server-binary.sh
+
+test: system-deps $(STAMP)
+	$(BIN)/pytest
+
+demo: system-deps $(STAMP)
+	$(BIN)/python -m email_outbox.devtools.demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check worker tests bench db
+	$(BIN)/ruff format --check worker tests bench db
+	$(BIN)/mypy
+
+bench: system-deps $(STAMP)
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
