@@ -35,6 +35,43 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from email_outbox.config import load_config
+    from email_outbox.logs import configure_logging
+    from email_outbox.ses import SesSender
+    from email_outbox.worker import Worker
+
+    flags = {k: v for k, v in vars(args).items() if k in WORKER_FLAGS and v is not None}
+    if args.disable_provider:
+        flags["provider_enabled"] = False
+    config = load_config(flags)
+    configure_logging(config.log_format)
+    worker = Worker(config, SesSender(config))
+    worker.install_signal_handlers()
+    return worker.run()
+
+
+WORKER_FLAGS = {
+    "dsn": "database DSN ($EMAIL_OUTBOX_DSN)",
+    "default_from": "sender for rows with no from_address ($EMAIL_OUTBOX_DEFAULT_FROM)",
+    "worker_id": "this replica's name in claimed_by (default host:pid)",
+    "lease_seconds": "claim lease (default 120)",
+    "concurrency": "in-flight sends per replica (default 8)",
+    "batch_size": "rows per claim, at most the free send slots (default 8)",
+    "poll_interval": "longest idle wait between claims, seconds (default 1)",
+    "max_send_rate": "sends per second for this replica (default unlimited)",
+    "retry_base_seconds": "backoff base for transient failures (default 5)",
+    "retry_max_seconds": "backoff cap (default 900)",
+    "ses_configuration_set": "SES configuration set for every send",
+    "ses_connect_timeout": "seconds (default 5)",
+    "ses_read_timeout": "seconds (default 20)",
+    "shutdown_grace_seconds": "how long SIGTERM waits for in-flight sends (default 30)",
+    "throttle_delay_seconds": "release delay after SES throttling (default 5)",
+    "account_pause_seconds": "pause after an account/config error (default 60)",
+    "log_format": "text or json (default text)",
+}
+
+
 def add_dsn(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dsn", help="mysql://user:password@host:port/database (default: $EMAIL_OUTBOX_DSN)")
 
@@ -48,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_dsn(p)
     p.add_argument("--lock-timeout", type=int, default=120, help="seconds to wait for another migrator")
     p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("worker", help="deliver emails: claim, send through SES, finalize")
+    for name, help_text in WORKER_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
+    p.add_argument("--disable-provider", action="store_true",
+                   help="send nothing: release every claim untouched ($EMAIL_OUTBOX_PROVIDER_ENABLED=false)")
+    p.set_defaults(func=cmd_worker)
 
     for register in _extra_commands:
         register(sub)

@@ -1,0 +1,432 @@
+"""The delivery loop: claim only as many rows as there are free send slots, send, finalize.
+
+A slot is held from the claim until that row's finalize has committed, so a crash leaves at most
+`concurrency` rows ambiguous, and no claimed row ever waits for a slot (DESIGN.md section 5).
+No database transaction is open during a send: every procedure call commits on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TypeVar
+
+from email_outbox.backoff import retry_delay_seconds
+from email_outbox.classify import Decision, Outcome
+from email_outbox.config import WorkerConfig
+from email_outbox.errors import DatabaseUnavailable, OutboxError, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.models import ClaimedEmail
+from email_outbox.ratelimit import TokenBucket
+from email_outbox.repository import OutboxRepository
+from email_outbox.routines import check_drift
+
+log = logging.getLogger("email_outbox.worker")
+
+T = TypeVar("T")
+
+REQUIRED_PROCEDURES = frozenset(
+    {
+        "email_claim_batch",
+        "email_extend_lease",
+        "email_finalize_sent",
+        "email_finalize_failure",
+        "email_finalize_unknown",
+        "email_release_claim",
+        "email_outbox_stats",
+    }
+)
+TRANSIENT_RETRIES = 5
+MIN_IDLE_SECONDS = 0.02
+
+
+@dataclass
+class WorkerStats:
+    """What the replica did; read by the metrics endpoint and logged at exit."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    finalize: Counter[str] = field(default_factory=Counter)
+    db_errors: Counter[str] = field(default_factory=Counter)
+    claims: int = 0
+    claimed_rows: int = 0
+    claim_sizes: list[int] = field(default_factory=list)
+    send_seconds: list[float] = field(default_factory=list)
+    throttle_events: int = 0
+    pause_events: int = 0
+    in_flight: int = 0
+    last_db_success: float = 0.0
+    last_loop: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, counter: str, key: str, n: int = 1) -> None:
+        with self.lock:
+            getattr(self, counter)[key] += n
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "outcomes": dict(self.outcomes),
+                "finalize": dict(self.finalize),
+                "db_errors": dict(self.db_errors),
+                "claims": self.claims,
+                "claimed_rows": self.claimed_rows,
+                "throttle_events": self.throttle_events,
+                "pause_events": self.pause_events,
+            }
+
+
+class Sender:
+    """What the worker needs of a provider client (email_outbox.ses.SesSender in production)."""
+
+    def send(self, email: ClaimedEmail) -> Decision:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+class Worker:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        sender: Sender,
+        *,
+        repository_factory: Callable[[], OutboxRepository] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.sender = sender
+        self._open_repository = repository_factory or (lambda: OutboxRepository.open(config.dsn))
+        self.rng = rng or random.Random()
+        self.stats = WorkerStats()
+        self.stopping = threading.Event()
+        self.bucket = TokenBucket(config.max_send_rate)
+        self._slots = threading.Condition()
+        self._in_flight = 0
+        self._pause_until = 0.0
+        self._local = threading.local()
+        self._signals = 0
+        self._sent_times: list[float] = []
+
+    # --- connections ----------------------------------------------------------------------------
+    def _repo(self) -> OutboxRepository:
+        repo: OutboxRepository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = self._open_repository()
+            self._local.repo = repo
+        return repo
+
+    def _drop_repo(self) -> None:
+        repo: OutboxRepository | None = getattr(self._local, "repo", None)
+        if repo is not None:
+            repo.close()
+        self._local.repo = None
+
+    def _db(
+        self,
+        what: str,
+        op: Callable[[OutboxRepository], T],
+        *,
+        deadline: float | None = None,
+        losses: list[str] | None = None,
+    ) -> T:
+        """Run one procedure call, retrying what is safe to retry.
+
+        Deadlocks and lock wait timeouts: a bounded number of times. A lost connection: reconnect
+        and retry until `deadline` (a finalize whose send already happened), or raise at once when
+        there is no deadline (the caller decides, e.g. the claim loop backs off).
+        """
+        transient = 0
+        pause = 0.05
+        while True:
+            try:
+                result = op(self._repo())
+                self.stats.last_db_success = time.monotonic()
+                return result
+            except TransientDatabaseError as exc:
+                self.stats.add("db_errors", "deadlock_or_lock_wait")
+                transient += 1
+                if transient > TRANSIENT_RETRIES:
+                    raise
+                log.warning("retrying after a transient database error", extra={"call": what, "error": str(exc)})
+            except DatabaseUnavailable as exc:
+                self.stats.add("db_errors", "unavailable")
+                self._drop_repo()
+                if losses is not None:
+                    losses.append(str(exc))
+                if deadline is None or time.monotonic() + pause > deadline or self._hard_stop():
+                    raise
+                log.warning("database unavailable, retrying", extra={"call": what, "error": str(exc)})
+            time.sleep(pause * (0.5 + self.rng.random()))
+            pause = min(pause * 2, 2.0)
+
+    def _hard_stop(self) -> bool:
+        return self._signals >= 2
+
+    # --- start-up ---------------------------------------------------------------------------------
+    def check_schema(self) -> None:
+        repo = self._repo()
+        missing = REQUIRED_PROCEDURES - repo.installed_procedures()
+        if missing:
+            raise SchemaNotInstalled(
+                f"procedures missing from {self.config.dsn.database}: {', '.join(sorted(missing))};"
+                " run `email-outbox migrate` (migration 0001_schema plus procedures/) first"
+            )
+        try:
+            cursor = repo.connection.cursor()
+            drift = check_drift(cursor)
+            cursor.close()
+            if not drift.clean:
+                log.warning("installed procedures differ from this release's procedures/",
+                            extra={"drift": drift.describe()})
+        except Exception as exc:  # the check is advice; an account without metadata access still runs
+            log.warning("could not compare installed procedures", extra={"error": str(exc)})
+
+    def wait_for_database(self) -> None:
+        pause = 0.5
+        while not self.stopping.is_set():
+            try:
+                self._repo().server_version()
+                return
+            except DatabaseUnavailable as exc:
+                self._drop_repo()
+                log.error("database unavailable at start, waiting", extra={"error": str(exc)})
+                self.stopping.wait(pause)
+                pause = min(pause * 2, 10.0)
+
+    # --- signals ----------------------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals >= 2:
+            log.error("second signal: exiting at once; claimed rows go UnknownOutcome when their lease ends")
+            import os
+
+            os._exit(128 + signum)
+        log.info("signal received: no more claims, finishing in-flight sends", extra={"signal": signum})
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+        with self._slots:
+            self._slots.notify_all()
+
+    # --- the loop ---------------------------------------------------------------------------------
+    def run(self) -> int:
+        self.wait_for_database()
+        if self.stopping.is_set():
+            return 0
+        self.check_schema()
+        log.info("worker started", extra={"worker_id": self.config.worker_id,
+                                          "concurrency": self.config.concurrency,
+                                          "lease_seconds": self.config.lease_seconds})
+        executor = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="send")
+        idle = MIN_IDLE_SECONDS
+        try:
+            while not self.stopping.is_set():
+                self.stats.last_loop = time.monotonic()
+                pause = self._pause_until - time.monotonic()
+                if pause > 0:
+                    self.stopping.wait(min(pause, self.config.poll_interval))
+                    continue
+                with self._slots:
+                    free = self.config.concurrency - self._in_flight
+                    if free <= 0:
+                        self._slots.wait(timeout=self.config.poll_interval)
+                        continue
+                limit = min(free, self.config.batch_size)
+                rows = self._claim(limit)
+                if rows is None:  # the database is down: stop claiming, keep the process
+                    self.stopping.wait(min(idle * 4, self.config.poll_interval))
+                    idle = min(max(idle * 2, 0.25), self.config.poll_interval)
+                    continue
+                for row in rows:
+                    executor.submit(self._deliver, row[0], row[1], row[2])
+                if len(rows) == limit:
+                    idle = MIN_IDLE_SECONDS
+                    continue
+                if rows:
+                    idle = MIN_IDLE_SECONDS
+                self.stopping.wait(idle)
+                idle = min(idle * 2, self.config.poll_interval)
+        finally:
+            self._drain(executor)
+        log.info("worker stopped", extra={"stats": self.stats.snapshot()})
+        return 0
+
+    def _claim(self, limit: int) -> list[tuple[ClaimedEmail, str, float]] | None:
+        token = uuid.uuid4().hex
+        started = time.monotonic()
+        # The lease started no earlier than this call: a conservative deadline on our own clock.
+        deadline = started + self.config.lease_seconds
+        try:
+            claimed = self._db(
+                "email_claim_batch",
+                lambda r: r.claim_batch(token, self.config.worker_id, self.config.lease_seconds, limit),
+            )
+        except (DatabaseUnavailable, TransientDatabaseError) as exc:
+            log.error("claim failed; not claiming until the database answers", extra={"error": str(exc)})
+            return None
+        with self._slots:
+            self._in_flight += len(claimed)
+            self.stats.in_flight = self._in_flight
+        with self.stats.lock:
+            self.stats.claims += 1
+            self.stats.claimed_rows += len(claimed)
+            self.stats.claim_sizes.append(len(claimed))
+        for email in claimed:
+            log.info("claimed", extra={"id": email.id, "notification_id": email.notification_id,
+                                       "attempt": email.attempt_count + 1, "claim_token": token})
+        return [(email, token, deadline) for email in claimed]
+
+    def _drain(self, executor: ThreadPoolExecutor) -> None:
+        grace_end = time.monotonic() + self.config.shutdown_grace_seconds
+        with self._slots:
+            while self._in_flight > 0 and not self._hard_stop():
+                remaining = grace_end - time.monotonic()
+                if remaining <= 0:
+                    log.error("shutdown grace ran out with sends in flight; their rows go UnknownOutcome"
+                              " when the lease ends", extra={"in_flight": self._in_flight})
+                    break
+                self._slots.wait(timeout=min(remaining, 0.5))
+        executor.shutdown(wait=self._in_flight == 0, cancel_futures=True)
+        self._drop_repo()
+
+    # --- one row ----------------------------------------------------------------------------------
+    def _deliver(self, email: ClaimedEmail, token: str, deadline: float) -> None:
+        try:
+            if self.stopping.is_set() or not self.bucket.acquire(self.stopping):
+                self._release(email, token, deadline, 0, "shutting down before the send")
+                return
+            if time.monotonic() < self._pause_until:
+                self._release(email, token, deadline, int(self.config.account_pause_seconds), "replica paused")
+                return
+            started = time.monotonic()
+            decision = self.sender.send(email)
+            elapsed = time.monotonic() - started
+            with self.stats.lock:
+                self.stats.outcomes[decision.outcome.value] += 1
+                self.stats.send_seconds.append(elapsed)
+            self._act(email, token, deadline, decision)
+        except Exception:
+            # Never lose the row silently: it stays Processing and the sweep moves it to
+            # UnknownOutcome when the lease ends (it may have been sent).
+            log.exception("unexpected error delivering", extra={"id": email.id,
+                                                                "notification_id": email.notification_id})
+        finally:
+            self._free_slot()
+
+    def _free_slot(self) -> None:
+        with self._slots:
+            self._in_flight -= 1
+            self.stats.in_flight = self._in_flight
+            self._slots.notify_all()
+
+    def _act(self, email: ClaimedEmail, token: str, deadline: float, d: Decision) -> None:
+        ctx = {"id": email.id, "notification_id": email.notification_id}
+        if d.outcome is Outcome.ACCEPTED:
+            assert d.message_id is not None
+            message_id = d.message_id
+            self.bucket.speed_up()
+            self._finalize("sent", email, token, deadline, message_id,
+                           lambda r: r.finalize_sent(email.id, token, message_id))
+        elif d.outcome is Outcome.PERMANENT:
+            log.warning("permanent failure", extra={**ctx, "error_code": d.error_code, "error": d.error_message})
+            self._finalize("failed", email, token, deadline, None,
+                           lambda r: r.finalize_failure(email.id, token, permanent=True, error_code=d.error_code,
+                                                        error_message=d.error_message,
+                                                        retry_delay_seconds=0).affected)
+        elif d.outcome is Outcome.TRANSIENT:
+            delay = retry_delay_seconds(email.attempt_count + 1, self.config.retry_base_seconds,
+                                        self.config.retry_max_seconds, self.rng)
+            log.warning("transient failure", extra={**ctx, "error_code": d.error_code, "retry_in_s": delay})
+            self._finalize("retry", email, token, deadline, None,
+                           lambda r: r.finalize_failure(email.id, token, permanent=False, error_code=d.error_code,
+                                                        error_message=d.error_message,
+                                                        retry_delay_seconds=delay).affected)
+        elif d.outcome is Outcome.AMBIGUOUS:
+            log.error("ambiguous provider outcome: UnknownOutcome, never resent automatically",
+                      extra={**ctx, "error_code": d.error_code, "error": d.error_message})
+            self._finalize("unknown", email, token, deadline, None,
+                           lambda r: r.finalize_unknown(email.id, token, d.error_message))
+        elif d.outcome is Outcome.THROTTLED:
+            with self.stats.lock:
+                self.stats.throttle_events += 1
+            self.bucket.slow_down(self._observed_rate())
+            delay = self.config.throttle_delay_seconds + self.rng.randint(0, max(1, self.config.throttle_delay_seconds))
+            log.warning("throttled by SES: releasing and slowing down",
+                        extra={**ctx, "error_code": d.error_code, "rate": self.bucket.rate, "retry_in_s": delay})
+            self._release(email, token, deadline, delay, "throttled")
+        elif d.outcome is Outcome.ACCOUNT_PROBLEM:
+            with self.stats.lock:
+                self.stats.pause_events += 1
+            self._pause_until = time.monotonic() + self.config.account_pause_seconds
+            log.critical("SES account or configuration problem: pausing this replica",
+                         extra={**ctx, "error_code": d.error_code, "error": d.error_message,
+                                "pause_s": self.config.account_pause_seconds})
+            self._release(email, token, deadline, int(self.config.account_pause_seconds), d.error_code or "paused")
+        elif d.outcome is Outcome.DISABLED:
+            # Nothing to send with: give the row back untouched and do not spin on claims.
+            self._pause_until = max(self._pause_until, time.monotonic() + self.config.poll_interval)
+            self._release(email, token, deadline, 0, "provider disabled")
+
+    def _observed_rate(self) -> float:
+        with self.stats.lock:
+            recent = self.stats.send_seconds[-50:]
+        return len(recent) / max(sum(recent), 1e-3) * self.config.concurrency if recent else 1.0
+
+    def _finalize(
+        self,
+        kind: str,
+        email: ClaimedEmail,
+        token: str,
+        deadline: float,
+        message_id: str | None,
+        op: Callable[[OutboxRepository], int],
+    ) -> None:
+        ctx = {"id": email.id, "notification_id": email.notification_id, "claim_token": token,
+               "message_id": message_id}
+        losses: list[str] = []
+        try:
+            affected = self._db(f"finalize_{kind}", op, deadline=deadline, losses=losses)
+        except OutboxError as exc:
+            self.stats.add("finalize", f"{kind}_never_landed")
+            log.error("finalize never landed; the row goes UnknownOutcome when its lease ends",
+                      extra={**ctx, "finalize": kind, "error": str(exc)})
+            return
+        if affected == 1:
+            self.stats.add("finalize", kind)
+            log.info(kind, extra=ctx)
+        elif losses:
+            # The connection dropped during an earlier try, which may have committed: a refusal now
+            # can be our own finalize already in place.
+            self.stats.add("finalize", f"{kind}_refused_after_reconnect")
+            log.warning("finalize refused after a reconnect; the earlier try may have landed",
+                        extra={**ctx, "finalize": kind})
+        else:
+            self.stats.add("finalize", "stale_claimant")
+            log.error("finalize refused: this worker no longer holds the claim (lease swept or taken over);"
+                      " not retried", extra={**ctx, "finalize": kind})
+
+    def _release(self, email: ClaimedEmail, token: str, deadline: float, delay: int, why: str) -> None:
+        ctx = {"id": email.id, "notification_id": email.notification_id, "reason": why, "delay_s": delay}
+        try:
+            affected = self._db("release", lambda r: r.release_claim(email.id, token, delay), deadline=deadline)
+        except OutboxError as exc:
+            self.stats.add("finalize", "release_never_landed")
+            log.error("release never landed; the row goes UnknownOutcome when its lease ends (it was not sent)",
+                      extra={**ctx, "error": str(exc)})
+            return
+        self.stats.add("finalize", "released" if affected == 1 else "stale_claimant")
+        if affected == 1:
+            log.info("released", extra=ctx)
+        else:
+            log.error("release refused: claim no longer held", extra=ctx)
