@@ -1,0 +1,112 @@
+"""`make demo`: the whole job end to end on this machine, then everything it started is stopped.
+
+A private database server (in .demo/, reused across runs; the demo database is dropped and created
+afresh each run), the local SES endpoint, migrations, a few hundred emails (some to addresses the
+endpoint rejects), three worker replicas until the outbox drains, and a summary.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mysql.connector
+
+from email_outbox.devtools.dbserver import PrivateServer
+from email_outbox.devtools.ses_endpoint import SesEndpoint
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.migrate import migrate
+from email_outbox.models import Status
+from email_outbox.repository import OutboxRepository
+
+EMAILS = 300
+REPLICAS = 3
+REJECT_EVERY = 25
+
+
+def worker_env(dsn: DatabaseDsn, endpoint_url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "EMAIL_OUTBOX_DSN": dsn.url(),
+        "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com",
+        "AWS_ENDPOINT_URL_SESV2": endpoint_url,
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "demo",
+        "AWS_SECRET_ACCESS_KEY": "demo",
+    }
+
+
+def main() -> int:
+    base = Path(os.environ.get("EMAIL_OUTBOX_DEMO_DIR", ".demo")).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    server = PrivateServer(base / "db")
+    endpoint = SesEndpoint()
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        print(f"starting a private {Path(server.binary).name} in {server.base_dir}", flush=True)
+        server.start()
+        conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
+        cur = conn.cursor()
+        cur.execute("DROP DATABASE IF EXISTS email_outbox_demo")
+        cur.execute("CREATE DATABASE email_outbox_demo CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        conn.close()
+        dsn = DatabaseDsn.parse(server.dsn("email_outbox_demo"))
+        print(f"server {server.version()} on 127.0.0.1:{server.port}; migrating", flush=True)
+        for line in migrate(dsn).lines()[-1:]:
+            print(f"  {line}")
+        endpoint.start()
+        print(f"local SES endpoint on {endpoint.url}", flush=True)
+
+        repo = OutboxRepository.open(dsn)
+        for i in range(EMAILS):
+            local = f"reject-{i}" if i % REJECT_EVERY == 0 else f"customer-{i}"
+            repo.enqueue(f"demo-order-{i}:confirmation", f"{local}@example.com", f"Your order #{i}",
+                         text_body=f"Thanks for order {i}.", html_body=f"<p>Thanks for order <b>{i}</b>.</p>")
+        print(f"enqueued {EMAILS} emails ({len(range(0, EMAILS, REJECT_EVERY))} to addresses the endpoint rejects)")
+
+        env = worker_env(dsn, endpoint.url)
+        logs = base / "logs"
+        logs.mkdir(exist_ok=True)
+        started = time.monotonic()
+        for n in range(REPLICAS):
+            log_file = open(logs / f"worker-{n}.log", "wb")  # noqa: SIM115 - closed with the process
+            workers.append(subprocess.Popen(
+                [sys.executable, "-m", "email_outbox.cli", "worker", "--worker-id", f"demo-worker-{n}",
+                 "--concurrency", "8"], env=env, stdout=log_file, stderr=subprocess.STDOUT))
+        print(f"{REPLICAS} worker replicas running (logs in {logs})", flush=True)
+        while time.monotonic() - started < 300:
+            counts = {s.status: s.count for s in repo.outbox_stats()}
+            if counts[Status.PENDING] + counts[Status.RETRYING] + counts[Status.PROCESSING] == 0:
+                break
+            time.sleep(0.2)
+        elapsed = time.monotonic() - started
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=60) for proc in workers]
+
+        counts = {s.status: s.count for s in repo.outbox_stats()}
+        accepted = endpoint.accepted_counts()
+        print(f"\ndrained in {elapsed:.1f}s; workers exited with {codes}")
+        print("status          count")
+        for status in Status:
+            print(f"{status.value:<15} {counts[status]:>5}")
+        print(f"endpoint accepted {sum(accepted.values())} messages for {len(accepted)} outbox ids;"
+              f" sent more than once: {sum(1 for c in accepted.values() if c > 1)}")
+        repo.close()
+        ok = counts[Status.SENT] == len(accepted) == sum(accepted.values()) and all(c == 0 for c in codes)
+        print("demo OK" if ok else "demo FAILED: the accounting does not add up")
+        return 0 if ok else 1
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+        endpoint.stop() if endpoint.thread.is_alive() else None
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
