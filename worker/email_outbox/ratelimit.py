@@ -17,6 +17,7 @@ class TokenBucket:
         self._tokens = 1.0
         self._stamp = clock()
         self._lock = threading.Lock()
+        self._last_slow_down = float("-inf")
 
     def _refill(self, now: float) -> None:
         if self.rate is None:
@@ -37,19 +38,41 @@ class TokenBucket:
                 return 0.0
             return (1.0 - self._tokens) / self.rate
 
-    def acquire(self, stop: threading.Event) -> bool:
-        """Block until a token is taken (True) or `stop` is set (False)."""
+    def acquire_up_to(self, wanted: int, stop: threading.Event) -> int:
+        """Wait for at least one token, then take as many as are there, up to `wanted`.
+
+        Returns 0 only when `stop` was set. The worker takes tokens before it claims, so a claimed row
+        never waits for the rate limiter while its lease runs.
+        """
         while True:
             wait = self.try_acquire()
             if wait == 0.0:
-                return True
+                taken = 1
+                with self._lock:
+                    if self.rate is None:
+                        return wanted
+                    extra = min(wanted - 1, int(self._tokens))
+                    self._tokens -= extra
+                return taken + extra
             if stop.wait(wait):
-                return False
+                return 0
+
+    def give_back(self, count: int) -> None:
+        """Return tokens a claim did not use (it found fewer rows than it asked for)."""
+        with self._lock:
+            if self.rate is not None and count > 0:
+                self._tokens = min(max(1.0, self.rate), self._tokens + count)
 
     def slow_down(self, observed_rate: float) -> None:
         """Throttled by SES: halve the rate (from what was actually being sent when unlimited)."""
         with self._lock:
-            self._refill(self._clock())
+            now = self._clock()
+            # One halving per second: a burst of throttled answers to sends already in flight is one
+            # signal, not eight.
+            if now - self._last_slow_down < 1.0:
+                return
+            self._last_slow_down = now
+            self._refill(now)
             current = self.rate if self.rate is not None else max(observed_rate, 1.0)
             self.rate = max(0.5, current / 2)
 

@@ -242,8 +242,12 @@ class Worker:
                     if free <= 0:
                         self._slots.wait(timeout=self.config.poll_interval)
                         continue
-                limit = min(free, self.config.batch_size)
+                # Rate tokens are taken before the claim: a claimed row never waits for the limiter.
+                limit = self.bucket.acquire_up_to(min(free, self.config.batch_size), self.stopping)
+                if limit == 0:
+                    continue
                 rows = self._claim(limit)
+                self.bucket.give_back(limit - len(rows or []))
                 if rows is None:  # the database is down: stop claiming, keep the process
                     self.stopping.wait(min(idle * 4, self.config.poll_interval))
                     idle = min(max(idle * 2, 0.25), self.config.poll_interval)
@@ -303,7 +307,7 @@ class Worker:
     # --- one row ----------------------------------------------------------------------------------
     def _deliver(self, email: ClaimedEmail, token: str, deadline: float) -> None:
         try:
-            if self.stopping.is_set() or not self.bucket.acquire(self.stopping):
+            if self.stopping.is_set():
                 self._release(email, token, deadline, 0, "shutting down before the send")
                 return
             if time.monotonic() < self._pause_until:
