@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint system-deps bench soak clean
+.PHONY: test demo lint system-deps clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
@@ -26,12 +26,9 @@ demo: system-deps $(STAMP)
 	$(BIN)/python -m email_outbox.devtools.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check worker tests bench db
-	$(BIN)/ruff format --check worker tests bench db
+	$(BIN)/ruff check worker tests db
+	$(BIN)/ruff format --check worker tests db
 	$(BIN)/mypy
-
-bench: system-deps $(STAMP)
-	$(BIN)/python bench/throughput.py
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache

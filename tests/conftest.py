@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
-
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.repository import OutboxRepository
+
 from tests.harness import TestServer, start_test_server
 
 _server: TestServer | None = None

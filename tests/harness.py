@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import mysql.connector
-
 from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.migrate import migrate

@@ -15,7 +15,9 @@ def token() -> str:
 def enqueue_many(repo: OutboxRepository, count: int, prefix: str = "n", **kwargs: Any) -> list[int]:
     ids = []
     for i in range(count):
-        result = repo.enqueue(f"{prefix}-{i}", f"user{i}@example.com", f"subject {i}", text_body="hello", **kwargs)
+        result = repo.enqueue(
+            f"{prefix}-{i}", f"user{i}@example.com", f"subject {i}", text_body="hello", **kwargs
+        )
         ids.append(result.attempt_id)
     return ids
 

@@ -7,10 +7,10 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
-
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
+
 from tests.conftest import db_now, set_clock
 from tests.helpers import enqueue_many, scalar, token
 
@@ -56,8 +56,9 @@ def test_retrying_row_not_claimable_before_next_attempt_at(repo: OutboxRepositor
     (attempt_id,) = enqueue_many(repo, 1)
     t1 = token()
     assert repo.try_claim(attempt_id, t1, "w1", 60) == 1
-    result = repo.finalize_failure(attempt_id, t1, permanent=False, error_code="X", error_message="e",
-                                   retry_delay_seconds=300)
+    result = repo.finalize_failure(
+        attempt_id, t1, permanent=False, error_code="X", error_message="e", retry_delay_seconds=300
+    )
     assert (result.affected, result.status) == (1, Status.RETRYING)
     assert repo.try_claim(attempt_id, token(), "w1", 60) == 0
     assert repo.claimable_candidates(10) == []
@@ -90,11 +91,16 @@ def test_candidates_oldest_due_first(repo: OutboxRepository) -> None:
 
 
 def test_claim_batch_returns_message_columns_and_lease(repo: OutboxRepository) -> None:
-    attempt_id = repo.enqueue("m1", "to@x.y", "Hi", text_body="t", html_body="<b>h</b>", from_address="f@x.y",
-                              max_attempts=3).attempt_id
+    attempt_id = repo.enqueue(
+        "m1", "to@x.y", "Hi", text_body="t", html_body="<b>h</b>", from_address="f@x.y", max_attempts=3
+    ).attempt_id
     (claimed,) = repo.claim_batch(token(), "w", 90, 5)
     assert (claimed.id, claimed.notification_id, claimed.to_address, claimed.from_address) == (
-        attempt_id, "m1", "to@x.y", "f@x.y")
+        attempt_id,
+        "m1",
+        "to@x.y",
+        "f@x.y",
+    )
     assert (claimed.subject, claimed.text_body, claimed.html_body) == ("Hi", "t", "<b>h</b>")
     assert (claimed.attempt_count, claimed.max_attempts) == (0, 3)
     row = repo.get_row(attempt_id)

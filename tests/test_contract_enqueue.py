@@ -6,11 +6,11 @@ import threading
 
 import mysql.connector
 import pytest
-
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository, connect
+
 from tests.helpers import scalar
 
 
@@ -51,7 +51,8 @@ def _business_connection(dsn: DatabaseDsn) -> mysql.connector.MySQLConnection:
 
 def _call_enqueue(cur: object, notification_id: str) -> tuple[int, int]:
     cur.execute(  # type: ignore[attr-defined]
-        "CALL email_enqueue(%s, 'a@example.com', NULL, 'subject', 'body', NULL, NULL, NULL)", (notification_id,)
+        "CALL email_enqueue(%s, 'a@example.com', NULL, 'subject', 'body', NULL, NULL, NULL)",
+        (notification_id,),
     )
     row = cur.fetchall()[0]  # type: ignore[attr-defined]
     while cur.nextset():  # type: ignore[attr-defined]
@@ -59,7 +60,9 @@ def _call_enqueue(cur: object, notification_id: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def test_duplicate_inside_business_transaction_keeps_it_intact(dsn: DatabaseDsn, repo: OutboxRepository) -> None:
+def test_duplicate_inside_business_transaction_keeps_it_intact(
+    dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
     first = repo.enqueue("order-4", "a@example.com", "s", text_body="x")
     conn = _business_connection(dsn)
     try:
@@ -89,7 +92,9 @@ def test_rollback_of_business_transaction_leaves_no_row(dsn: DatabaseDsn, repo: 
     assert scalar(repo, "SELECT COUNT(*) FROM test_orders") == 0
 
 
-def test_duplicate_seen_even_when_callers_snapshot_predates_it(dsn: DatabaseDsn, repo: OutboxRepository) -> None:
+def test_duplicate_seen_even_when_callers_snapshot_predates_it(
+    dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
     conn = _business_connection(dsn)
     try:
         cur = conn.cursor()
@@ -133,7 +138,7 @@ def test_concurrent_enqueues_of_one_id_make_one_row(dsn: DatabaseDsn, repo: Outb
 def test_send_after_delays_the_row(repo: OutboxRepository) -> None:
     from datetime import datetime, timedelta
 
-    later = datetime.utcnow() + timedelta(hours=1)  # noqa: DTZ003 - the database stores naive UTC
+    later = datetime.utcnow() + timedelta(hours=1)
     result = repo.enqueue("order-7", "a@example.com", "s", html_body="<p>x</p>", send_after=later)
     assert repo.claimable_candidates(10) == []
     assert repo.get_row(result.attempt_id).next_attempt_at == later.replace(microsecond=later.microsecond)
@@ -145,7 +150,10 @@ def test_values_are_stored_byte_exact(repo: OutboxRepository) -> None:
     result = repo.enqueue("ünïcødé-🎉", "ü@exämple.com", subject, text_body=body, html_body=None)
     row = repo.get_row(result.attempt_id)
     assert (row.notification_id, row.to_address, row.subject) == ("ünïcødé-🎉", "ü@exämple.com", subject)
-    assert scalar(repo, "SELECT text_body FROM email_delivery_attempts WHERE id = %s", (result.attempt_id,)) == body
+    assert (
+        scalar(repo, "SELECT text_body FROM email_delivery_attempts WHERE id = %s", (result.attempt_id,))
+        == body
+    )
 
 
 BAD_ENQUEUES = [
@@ -177,8 +185,13 @@ BAD_ENQUEUES = [
 @pytest.mark.parametrize(("override", "names"), BAD_ENQUEUES)
 def test_bad_input_is_refused_and_writes_nothing(repo: OutboxRepository, override: dict, names: str) -> None:
     args = dict(
-        notification_id="bad-1", to_address="a@example.com", subject="s", text_body="x", html_body=None,
-        from_address=None, max_attempts=None,
+        notification_id="bad-1",
+        to_address="a@example.com",
+        subject="s",
+        text_body="x",
+        html_body=None,
+        from_address=None,
+        max_attempts=None,
     )
     args.update(override)
     nid, to, subject = args.pop("notification_id"), args.pop("to_address"), args.pop("subject")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-
 from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
+
 from tests.conftest import db_now, set_clock
 from tests.helpers import enqueue_many, scalar, token
 
@@ -35,8 +35,12 @@ def test_stale_claimant_cannot_finalize_after_sweep(repo: OutboxRepository) -> N
     set_clock(repo, db_now(repo) + timedelta(seconds=61))
     assert repo.sweep_stale_leases(10) == 1
     assert repo.finalize_sent(attempt_id, t, "late") == 0
-    assert repo.finalize_failure(attempt_id, t, permanent=False, error_code="x", error_message="x",
-                                 retry_delay_seconds=0).affected == 0
+    assert (
+        repo.finalize_failure(
+            attempt_id, t, permanent=False, error_code="x", error_message="x", retry_delay_seconds=0
+        ).affected
+        == 0
+    )
     assert repo.finalize_unknown(attempt_id, t, "x") == 0
     assert repo.release_claim(attempt_id, t, 0) == 0
     row = repo.get_row(attempt_id)
@@ -49,8 +53,12 @@ def test_stale_claimant_cannot_undo_newer_claimants_result(repo: OutboxRepositor
     new = token()
     assert repo.try_claim(attempt_id, new, "worker-b", 60) == 1
     assert repo.finalize_sent(attempt_id, new, "by-b") == 1
-    assert repo.finalize_failure(attempt_id, old, permanent=True, error_code="x", error_message="x",
-                                 retry_delay_seconds=0).affected == 0
+    assert (
+        repo.finalize_failure(
+            attempt_id, old, permanent=True, error_code="x", error_message="x", retry_delay_seconds=0
+        ).affected
+        == 0
+    )
     assert repo.finalize_unknown(attempt_id, old, "x") == 0
     row = repo.get_row(attempt_id)
     assert (row.status, row.provider_message_id, row.claimed_by) == (Status.SENT, "by-b", "worker-b")
@@ -62,8 +70,14 @@ def test_transient_failures_end_failed_at_max_attempts(repo: OutboxRepository) -
     for _ in range(3):
         t = token()
         assert repo.try_claim(attempt_id, t, "w", 60) == 1
-        result = repo.finalize_failure(attempt_id, t, permanent=False, error_code="InternalFailure",
-                                       error_message="503", retry_delay_seconds=0)
+        result = repo.finalize_failure(
+            attempt_id,
+            t,
+            permanent=False,
+            error_code="InternalFailure",
+            error_message="503",
+            retry_delay_seconds=0,
+        )
         statuses.append(result.status)
     assert statuses == [Status.RETRYING, Status.RETRYING, Status.FAILED]
     row = repo.get_row(attempt_id)
@@ -73,8 +87,14 @@ def test_transient_failures_end_failed_at_max_attempts(repo: OutboxRepository) -
 
 def test_permanent_failure_ends_failed_at_once(repo: OutboxRepository) -> None:
     attempt_id, t = claimed(repo)
-    result = repo.finalize_failure(attempt_id, t, permanent=True, error_code="MessageRejected",
-                                   error_message="bad address", retry_delay_seconds=60)
+    result = repo.finalize_failure(
+        attempt_id,
+        t,
+        permanent=True,
+        error_code="MessageRejected",
+        error_message="bad address",
+        retry_delay_seconds=60,
+    )
     assert (result.affected, result.status) == (1, Status.FAILED)
     row = repo.get_row(attempt_id)
     assert row.attempt_count == 1 and row.last_error_message == "bad address"
@@ -84,7 +104,9 @@ def test_retry_delay_sets_next_attempt(repo: OutboxRepository) -> None:
     attempt_id, t = claimed(repo)
     set_clock(repo, db_now(repo))
     now = db_now(repo)
-    repo.finalize_failure(attempt_id, t, permanent=False, error_code="e", error_message="m", retry_delay_seconds=42)
+    repo.finalize_failure(
+        attempt_id, t, permanent=False, error_code="e", error_message="m", retry_delay_seconds=42
+    )
     assert repo.get_row(attempt_id).next_attempt_at == now + timedelta(seconds=42)
 
 
@@ -100,8 +122,9 @@ def test_finalize_unknown_goes_straight_to_unknown_outcome(repo: OutboxRepositor
 def test_release_returns_to_claimed_from_status(repo: OutboxRepository, from_status: Status) -> None:
     attempt_id, t = claimed(repo)
     if from_status is Status.RETRYING:
-        repo.finalize_failure(attempt_id, t, permanent=False, error_code="e", error_message="m",
-                              retry_delay_seconds=0)
+        repo.finalize_failure(
+            attempt_id, t, permanent=False, error_code="e", error_message="m", retry_delay_seconds=0
+        )
         t = token()
         assert repo.try_claim(attempt_id, t, "w", 60) == 1
     count_before = repo.get_row(attempt_id).attempt_count
@@ -149,31 +172,43 @@ def test_resolve_unknown_outcome(repo: OutboxRepository, outcome: str) -> None:
     row = repo.get_row(attempt_id)
     assert row.status.value == outcome and row.provider_message_id == message_id
     last = repo.events(attempt_id)[-1]
-    assert (last.to_status.value, last.actor) == (outcome, "carol") and "SES events say so" in (last.detail or "")
+    assert (last.to_status.value, last.actor) == (outcome, "carol") and "SES events say so" in (
+        last.detail or ""
+    )
     assert repo.resolve_unknown_outcome(attempt_id, "Sent", "carol", "again") == 0, "terminal stays terminal"
 
 
 def test_every_transition_leaves_exactly_one_event(repo: OutboxRepository) -> None:
-    attempt_id, t = claimed(repo)                               # Pending, Processing
-    repo.release_claim(attempt_id, t, 0)                        # Pending
+    attempt_id, t = claimed(repo)  # Pending, Processing
+    repo.release_claim(attempt_id, t, 0)  # Pending
     t = token()
-    repo.try_claim(attempt_id, t, "w2", 60)                      # Processing
-    repo.extend_lease(attempt_id, t, 120)                        # no transition
-    repo.finalize_failure(attempt_id, t, permanent=False, error_code="e", error_message="m",
-                          retry_delay_seconds=0)                 # Retrying
-    (row,) = repo.claim_batch(token(), "w3", 5, 1)               # Processing
+    repo.try_claim(attempt_id, t, "w2", 60)  # Processing
+    repo.extend_lease(attempt_id, t, 120)  # no transition
+    repo.finalize_failure(
+        attempt_id, t, permanent=False, error_code="e", error_message="m", retry_delay_seconds=0
+    )  # Retrying
+    (_row,) = repo.claim_batch(token(), "w3", 5, 1)  # Processing
     set_clock(repo, db_now(repo) + timedelta(seconds=10))
-    repo.sweep_stale_leases(5)                                   # UnknownOutcome
-    repo.requeue_unknown_outcome(attempt_id, "op", "why")        # Pending
+    repo.sweep_stale_leases(5)  # UnknownOutcome
+    repo.requeue_unknown_outcome(attempt_id, "op", "why")  # Pending
     t = token()
-    repo.try_claim(attempt_id, t, "w4", 60)                      # Processing
-    repo.finalize_sent(attempt_id, t, "mid")                     # Sent
+    repo.try_claim(attempt_id, t, "w4", 60)  # Processing
+    repo.finalize_sent(attempt_id, t, "mid")  # Sent
     events = repo.events(attempt_id)
     path = [(e.from_status, e.to_status) for e in events]
     P, R, X, S, U = Status.PENDING, Status.RETRYING, Status.PROCESSING, Status.SENT, Status.UNKNOWN_OUTCOME
     assert path == [(None, P), (P, X), (X, P), (P, X), (X, R), (R, X), (X, U), (U, P), (P, X), (X, S)]
-    assert [e.actor for e in events[1:]] == ["worker-a", "worker-a", "w2", "w2", "w3", "lease-sweep", "op",
-                                             "w4", "w4"]
+    assert [e.actor for e in events[1:]] == [
+        "worker-a",
+        "worker-a",
+        "w2",
+        "w2",
+        "w3",
+        "lease-sweep",
+        "op",
+        "w4",
+        "w4",
+    ]
     assert events[-1].claim_token == t
     assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_events") == len(events)
 
@@ -192,7 +227,7 @@ def test_purge_bodies_keeps_row_and_idempotency(repo: OutboxRepository) -> None:
 
 def test_stats_one_row_per_status(repo: OutboxRepository) -> None:
     enqueue_many(repo, 3)
-    attempt_id, t = claimed(repo)
+    _attempt_id, _t = claimed(repo)
     stats = {s.status: s for s in repo.outbox_stats()}
     assert list(stats) == list(Status)
     assert stats[Status.PENDING].count == 3 and stats[Status.PROCESSING].count == 1
@@ -239,5 +274,7 @@ def test_bad_arguments_refused_and_nothing_written(
     events_before = scalar(repo, "SELECT COUNT(*) FROM email_delivery_events")
     with pytest.raises(InvalidInput, match=rf"{procedure}: {names}"):
         repo._call(procedure, args)
-    assert scalar(repo, "SELECT CONCAT(COUNT(*), ':', SUM(row_version)) FROM email_delivery_attempts") == before
+    assert (
+        scalar(repo, "SELECT CONCAT(COUNT(*), ':', SUM(row_version)) FROM email_delivery_attempts") == before
+    )
     assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_events") == events_before

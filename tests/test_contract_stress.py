@@ -15,6 +15,7 @@ from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import TransientDatabaseError
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
+
 from tests.helpers import deadlocks, enqueue_many, scalar, token
 
 DURATION = float(os.environ.get("EMAIL_OUTBOX_STRESS_SECONDS", "10"))
@@ -26,8 +27,17 @@ def test_mixed_stress_has_zero_deadlocks(dsn: DatabaseDsn, repo: OutboxRepositor
     stop = time.monotonic() + DURATION
     client_deadlocks: list[str] = []
     errors: list[BaseException] = []
-    ops = {"claim_batch": 0, "try_claim": 0, "sent": 0, "failure": 0, "unknown": 0, "release": 0,
-           "sweep": 0, "enqueue": 0, "extend": 0}
+    ops = {
+        "claim_batch": 0,
+        "try_claim": 0,
+        "sent": 0,
+        "failure": 0,
+        "unknown": 0,
+        "release": 0,
+        "sweep": 0,
+        "enqueue": 0,
+        "extend": 0,
+    }
     lock = threading.Lock()
 
     def count(op: str) -> None:
@@ -46,8 +56,9 @@ def test_mixed_stress_has_zero_deadlocks(dsn: DatabaseDsn, repo: OutboxRepositor
                         rows = [(c.id) for c in r.claim_batch(tok, name, 1, rnd.randint(1, 8))]
                         count("claim_batch")
                     else:
-                        rows = [c.id for c in r.claimable_candidates(5)
-                                if r.try_claim(c.id, tok, name, 1) == 1]
+                        rows = [
+                            c.id for c in r.claimable_candidates(5) if r.try_claim(c.id, tok, name, 1) == 1
+                        ]
                         count("try_claim")
                     for attempt_id in rows:
                         choice = rnd.random()
@@ -55,8 +66,14 @@ def test_mixed_stress_has_zero_deadlocks(dsn: DatabaseDsn, repo: OutboxRepositor
                             r.finalize_sent(attempt_id, tok, "m")
                             count("sent")
                         elif choice < 0.6:
-                            r.finalize_failure(attempt_id, tok, permanent=False, error_code="e",
-                                               error_message="m", retry_delay_seconds=0)
+                            r.finalize_failure(
+                                attempt_id,
+                                tok,
+                                permanent=False,
+                                error_code="e",
+                                error_message="m",
+                                retry_delay_seconds=0,
+                            )
                             count("failure")
                         elif choice < 0.7:
                             r.finalize_unknown(attempt_id, tok, "x")
@@ -96,8 +113,14 @@ def test_mixed_stress_has_zero_deadlocks(dsn: DatabaseDsn, repo: OutboxRepositor
     total = scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts")
     by_status = sum(s.count for s in repo.outbox_stats())
     assert total == by_status == 400 + ops["enqueue"]
-    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE attempt_count > max_attempts") == 0
-    assert scalar(
-        repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = %s AND claim_token IS NOT NULL",
-        (Status.UNKNOWN_OUTCOME.value,),
-    ) == 0
+    assert (
+        scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE attempt_count > max_attempts") == 0
+    )
+    assert (
+        scalar(
+            repo,
+            "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = %s AND claim_token IS NOT NULL",
+            (Status.UNKNOWN_OUTCOME.value,),
+        )
+        == 0
+    )

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import mysql.connector
 import pytest
-
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.migrate import migrate
 from email_outbox.models import Status
 from email_outbox.paths import migrations_dir, procedures_dir
 from email_outbox.repository import OutboxRepository, connect
 from email_outbox.routines import check_drift, load_procedures
+
 from tests.harness import TestServer
 
 CLI = [sys.executable, "-m", "email_outbox.cli"]
@@ -96,7 +96,9 @@ def test_reapply_changes_nothing_and_procedures_never_missing(fresh_dsn: Databas
     assert _routines(fresh_dsn) == before, "unchanged procedures must not be re-created"
 
 
-def test_changed_procedure_is_replaced_without_a_gap(fresh_dsn: DatabaseDsn, tmp_path: Path, server: TestServer) -> None:
+def test_changed_procedure_is_replaced_without_a_gap(
+    fresh_dsn: DatabaseDsn, tmp_path: Path, server: TestServer
+) -> None:
     migrate(fresh_dsn)
     home = tmp_path / "home"
     shutil.copytree(procedures_dir(), home / "procedures")
@@ -140,8 +142,9 @@ def test_changed_procedure_is_replaced_without_a_gap(fresh_dsn: DatabaseDsn, tmp
 
 def test_concurrent_apply_from_three_processes(fresh_dsn: DatabaseDsn) -> None:
     procs = [
-        subprocess.Popen([*CLI, "migrate"], env=_env(fresh_dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen(
+            [*CLI, "migrate"], env=_env(fresh_dsn), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(3)
     ]
     outputs = [p.communicate(timeout=180) for p in procs]
@@ -162,8 +165,13 @@ def test_apply_after_migrator_killed_minus_9(fresh_dsn: DatabaseDsn, delay: floa
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     started = time.monotonic()
-    rerun = subprocess.run([*CLI, "migrate", "--lock-timeout", "20"], env=_env(fresh_dsn), capture_output=True,
-                           text=True, timeout=120)
+    rerun = subprocess.run(
+        [*CLI, "migrate", "--lock-timeout", "20"],
+        env=_env(fresh_dsn),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert time.monotonic() - started < 20, "the killed migrator's lock must not block the next run"
     assert _drift(fresh_dsn).clean  # type: ignore[attr-defined]
@@ -183,11 +191,15 @@ def test_drift_guard_reports_changed_body_params_and_missing(fresh_dsn: Database
         cur = conn.cursor()
         cur.execute("DROP PROCEDURE email_extend_lease")
         cur.execute("DROP PROCEDURE email_finalize_sent")
-        cur.execute("CREATE PROCEDURE email_finalize_sent(IN p_id BIGINT, IN p_claim_token TEXT, "
-                    "IN p_provider_message_id TEXT)\nBEGIN\n  SELECT 1 AS affected;\nEND")
+        cur.execute(
+            "CREATE PROCEDURE email_finalize_sent(IN p_id BIGINT, IN p_claim_token TEXT, "
+            "IN p_provider_message_id TEXT)\nBEGIN\n  SELECT 1 AS affected;\nEND"
+        )
         cur.execute("DROP PROCEDURE email_release_claim")
-        cur.execute("CREATE PROCEDURE email_release_claim(IN p_id BIGINT, IN p_claim_token TEXT, "
-                    "IN p_delay_seconds INT)\n" + load_procedures_by_name()["email_release_claim"].body)
+        cur.execute(
+            "CREATE PROCEDURE email_release_claim(IN p_id BIGINT, IN p_claim_token TEXT, "
+            "IN p_delay_seconds INT)\n" + load_procedures_by_name()["email_release_claim"].body
+        )
     finally:
         conn.close()
     report = _drift(fresh_dsn)
@@ -207,19 +219,25 @@ def test_installed_parameters_match_files(dsn: DatabaseDsn) -> None:
     conn = connect(dsn)
     try:
         cur = conn.cursor()
-        cur.execute("SELECT SPECIFIC_NAME, GROUP_CONCAT(PARAMETER_NAME ORDER BY ORDINAL_POSITION)"
-                    " FROM information_schema.PARAMETERS WHERE SPECIFIC_SCHEMA = DATABASE()"
-                    " AND PARAMETER_MODE IS NOT NULL GROUP BY SPECIFIC_NAME")
+        cur.execute(
+            "SELECT SPECIFIC_NAME, GROUP_CONCAT(PARAMETER_NAME ORDER BY ORDINAL_POSITION)"
+            " FROM information_schema.PARAMETERS WHERE SPECIFIC_SCHEMA = DATABASE()"
+            " AND PARAMETER_MODE IS NOT NULL GROUP BY SPECIFIC_NAME"
+        )
         installed = {str(n): str(p) for n, p in cur.fetchall()}  # type: ignore[misc]
     finally:
         conn.close()
-    assert installed["email_enqueue"] == ("p_notification_id,p_to_address,p_from_address,p_subject,"
-                                          "p_text_body,p_html_body,p_max_attempts,p_send_after")
-    assert installed["email_finalize_failure"] == ("p_id,p_claim_token,p_permanent,p_error_code,"
-                                                   "p_error_message,p_retry_delay_seconds")
+    assert installed["email_enqueue"] == (
+        "p_notification_id,p_to_address,p_from_address,p_subject,"
+        "p_text_body,p_html_body,p_max_attempts,p_send_after"
+    )
+    assert installed["email_finalize_failure"] == (
+        "p_id,p_claim_token,p_permanent,p_error_code,p_error_message,p_retry_delay_seconds"
+    )
     assert installed["email_claim_batch"] == "p_claim_token,p_claimed_by,p_lease_seconds,p_limit"
-    assert installed["email_resolve_unknown_outcome"] == ("p_id,p_outcome,p_resolved_by,p_reason,"
-                                                          "p_provider_message_id")
+    assert installed["email_resolve_unknown_outcome"] == (
+        "p_id,p_outcome,p_resolved_by,p_reason,p_provider_message_id"
+    )
     for proc in load_procedures():
         assert installed.get(proc.name, "") == ",".join(p.name for p in proc.parameters)
 
@@ -229,8 +247,11 @@ def test_status_enum_matches_column(dsn: DatabaseDsn) -> None:
     try:
         cur = conn.cursor()
         for table, column in [("email_delivery_attempts", "status"), ("email_delivery_events", "to_status")]:
-            cur.execute("SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-                        " AND TABLE_NAME = %s AND COLUMN_NAME = %s", (table, column))
+            cur.execute(
+                "SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+                " AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+                (table, column),
+            )
             column_type = str(cur.fetchone()[0])  # type: ignore[index]
             assert column_type == "enum(" + ",".join(f"'{s.value}'" for s in Status) + ")"
     finally:
@@ -241,8 +262,10 @@ def test_tables_are_utf8mb4_innodb(dsn: DatabaseDsn) -> None:
     conn = connect(dsn)
     try:
         cur = conn.cursor()
-        cur.execute("SELECT TABLE_NAME, ENGINE, TABLE_COLLATION FROM information_schema.TABLES"
-                    " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'email\\_%'")
+        cur.execute(
+            "SELECT TABLE_NAME, ENGINE, TABLE_COLLATION FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'email\\_%'"
+        )
         rows = cur.fetchall()
     finally:
         conn.close()
@@ -252,8 +275,12 @@ def test_tables_are_utf8mb4_innodb(dsn: DatabaseDsn) -> None:
 
 
 def test_migrate_refuses_unreachable_server() -> None:
-    out = subprocess.run([*CLI, "migrate", "--dsn", "mysql://root@127.0.0.1:1/nowhere"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [*CLI, "migrate", "--dsn", "mysql://root@127.0.0.1:1/nowhere"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert "cannot connect" in out.stderr
     with pytest.raises(mysql.connector.Error):

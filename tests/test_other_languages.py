@@ -6,7 +6,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
@@ -17,7 +16,9 @@ def _client() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.fail("neither the mariadb nor the mysql command-line client is installed (apt-get install mariadb-client)")
+    pytest.fail(
+        "neither the mariadb nor the mysql command-line client is installed (apt-get install mariadb-client)"
+    )
 
 
 def sql(dsn: DatabaseDsn, statements: str) -> list[list[str]]:
@@ -25,8 +26,11 @@ def sql(dsn: DatabaseDsn, statements: str) -> list[list[str]]:
     cmd = [_client(), "--batch", "--skip-column-names", f"--user={dsn.user}", dsn.database]
     if dsn.password:
         cmd.insert(1, f"--password={dsn.password}")
-    cmd += [f"--socket={dsn.unix_socket}"] if dsn.unix_socket else [f"--host={dsn.host}", f"--port={dsn.port}",
-                                                                      "--protocol=TCP"]
+    cmd += (
+        [f"--socket={dsn.unix_socket}"]
+        if dsn.unix_socket
+        else [f"--host={dsn.host}", f"--port={dsn.port}", "--protocol=TCP"]
+    )
     out = subprocess.run(cmd, input=statements, capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise AssertionError(out.stderr)
@@ -34,13 +38,16 @@ def sql(dsn: DatabaseDsn, statements: str) -> list[list[str]]:
 
 
 def test_enqueue_claim_finalize_requeue_through_the_cli(dsn: DatabaseDsn, repo: OutboxRepository) -> None:
-    rows = sql(dsn, """
+    rows = sql(
+        dsn,
+        """
         START TRANSACTION;
         CALL email_enqueue('cli-1', 'a@example.com', NULL, 'From another language', 'body', NULL, 3, NULL);
         CALL email_enqueue('cli-1', 'a@example.com', NULL, 'From another language', 'body', NULL, 3, NULL);
         COMMIT;
         CALL email_enqueue('cli-2', 'b@example.com', 'shop@example.com', 'Second', NULL, '<p>x</p>', NULL, NULL);
-    """)
+    """,
+    )
     (first_affected, first_id), (dup_affected, dup_id), (second_affected, second_id) = rows
     assert (first_affected, dup_affected, second_affected) == ("1", "0", "1")
     assert dup_id == first_id
@@ -61,7 +68,14 @@ def test_enqueue_claim_finalize_requeue_through_the_cli(dsn: DatabaseDsn, repo: 
     assert repo.events(int(second_id))[-1].actor == "dba-alice"
 
     stats = {r[0]: int(r[1]) for r in sql(dsn, "CALL email_outbox_stats();")}
-    assert stats == {"Pending": 1, "Retrying": 0, "Processing": 0, "Sent": 1, "Failed": 0, "UnknownOutcome": 0}
+    assert stats == {
+        "Pending": 1,
+        "Retrying": 0,
+        "Processing": 0,
+        "Sent": 1,
+        "Failed": 0,
+        "UnknownOutcome": 0,
+    }
 
 
 def test_cli_sees_the_typed_error(dsn: DatabaseDsn) -> None:

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
+
 from tests.harness import TestServer, start_private_test_server
 from tests.worker_harness import account, counts, drained, spawn_worker, wait_until
 
@@ -29,7 +29,9 @@ def endpoint() -> Iterator[SesEndpoint]:
 
 def enqueue(repo: OutboxRepository, n: int, prefix: str = "e", to: str = "user{i}@example.com") -> None:
     for i in range(n):
-        repo.enqueue(f"{prefix}-{i}", to.format(i=i), f"subject {i}", text_body="hello", html_body="<p>hi</p>")
+        repo.enqueue(
+            f"{prefix}-{i}", to.format(i=i), f"subject {i}", text_body="hello", html_body="<p>hi</p>"
+        )
 
 
 def test_four_workers_3000_emails_each_sent_exactly_once(
@@ -37,7 +39,9 @@ def test_four_workers_3000_emails_each_sent_exactly_once(
 ) -> None:
     enqueue(repo, 3000)
     started = time.monotonic()
-    workers = [spawn_worker(dsn, endpoint.url, tmp_path, f"w{i}", concurrency=8, batch_size=8) for i in range(4)]
+    workers = [
+        spawn_worker(dsn, endpoint.url, tmp_path, f"w{i}", concurrency=8, batch_size=8) for i in range(4)
+    ]
     try:
         wait_until(lambda: drained(repo), 240, "the outbox to drain")
         elapsed = time.monotonic() - started
@@ -153,8 +157,9 @@ def test_5xx_then_success_retries_with_attempts_counted(
     enqueue(repo, 5, prefix="ok")
     repo.enqueue("flaky-1", "flaky@example.com", "s", text_body="x")
     endpoint.set_faults(FaultRule("error", remaining=2, match="flaky", status=503, code="ServiceUnavailable"))
-    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", concurrency=2, retry_base_seconds=0.2,
-                          retry_max_seconds=1, **FAST)
+    worker = spawn_worker(
+        dsn, endpoint.url, tmp_path, "w", concurrency=2, retry_base_seconds=0.2, retry_max_seconds=1, **FAST
+    )
     try:
         wait_until(lambda: drained(repo), 60, "the outbox to drain")
     finally:
@@ -189,10 +194,21 @@ def test_provider_disabled_releases_claims_untouched(
     enqueue(repo, 10)
     worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", concurrency=4, disable_provider=True, **FAST)
     try:
-        wait_until(lambda: all(
-            any(e.from_status is Status.PROCESSING and e.to_status is Status.PENDING for e in repo.events(r.id))
-            for r in repo.list_rows(Status.PENDING, limit=10) + repo.list_rows(Status.PROCESSING, limit=10)
-        ) and counts(repo)[Status.PROCESSING] == 0, 60, "every row to be claimed and released")
+        wait_until(
+            lambda: (
+                all(
+                    any(
+                        e.from_status is Status.PROCESSING and e.to_status is Status.PENDING
+                        for e in repo.events(r.id)
+                    )
+                    for r in repo.list_rows(Status.PENDING, limit=10)
+                    + repo.list_rows(Status.PROCESSING, limit=10)
+                )
+                and counts(repo)[Status.PROCESSING] == 0
+            ),
+            60,
+            "every row to be claimed and released",
+        )
     finally:
         assert worker.terminate() == 0
     rows = repo.list_rows(Status.PENDING, limit=10)
@@ -213,7 +229,9 @@ def test_sigterm_finishes_in_flight_sends_and_exits_0(
     by_status = counts(repo)
     assert by_status[Status.PROCESSING] == 0
     assert by_status[Status.SENT] == 4, "every in-flight send was finalized before exit"
-    assert by_status[Status.PENDING] == 4 and all(r.attempt_count == 0 for r in repo.list_rows(Status.PENDING))
+    assert by_status[Status.PENDING] == 4 and all(
+        r.attempt_count == 0 for r in repo.list_rows(Status.PENDING)
+    )
     assert "no more claims" in worker.log()
     account(repo, endpoint, 8)
 
@@ -230,8 +248,12 @@ def test_rate_limit_holds_and_no_claimed_row_waits_for_it(
     times = sorted(m.accepted_at for m in endpoint.accepted())
     span = times[-1] - times[0]
     assert span >= (12 - 1 - 1) / 4 * 0.9, f"12 sends at 4/s took only {span:.2f}s"
-    claims = [e for r in repo.list_rows(Status.SENT, limit=12) for e in repo.events(r.id)
-              if e.to_status is Status.PROCESSING]
+    claims = [
+        e
+        for r in repo.list_rows(Status.SENT, limit=12)
+        for e in repo.events(r.id)
+        if e.to_status is Status.PROCESSING
+    ]
     assert len(claims) == 12, "each row was claimed once: none sat claimed waiting for the limiter"
     account(repo, endpoint, 12)
 
@@ -280,9 +302,16 @@ def test_worker_against_moto_server(dsn: DatabaseDsn, repo: OutboxRepository, tm
     try:
         host, port = moto.get_host_and_port()
         url = f"http://{host}:{port}"
-        ses = boto3.client("sesv2", endpoint_url=url, region_name="us-east-1", aws_access_key_id="test",
-                           aws_secret_access_key="test")
-        ses.create_email_identity(EmailIdentity="shop@example.com")  # moto sends only from verified identities
+        ses = boto3.client(
+            "sesv2",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        ses.create_email_identity(
+            EmailIdentity="shop@example.com"
+        )  # moto sends only from verified identities
         enqueue(repo, 12)
         worker = spawn_worker(dsn, url, tmp_path, "moto-w", concurrency=4, **FAST)
         try:
@@ -303,8 +332,9 @@ def test_worker_refuses_to_start_without_migrations(fresh_dsn: DatabaseDsn, endp
         assert code != 0 and "email-outbox migrate" in worker.log() and "Traceback" not in worker.log()
 
 
-def test_worker_refuses_timeouts_that_do_not_fit_the_lease(dsn: DatabaseDsn, endpoint: SesEndpoint,
-                                                           tmp_path: Path) -> None:
+def test_worker_refuses_timeouts_that_do_not_fit_the_lease(
+    dsn: DatabaseDsn, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
     worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", lease_seconds=10, ses_read_timeout=20)
     assert worker.proc.wait(timeout=60) == 2
     assert "half the lease" in worker.log()

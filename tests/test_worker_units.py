@@ -6,7 +6,6 @@ import random
 
 import pytest
 from botocore import exceptions as bx
-
 from email_outbox.backoff import backoff_ceiling, retry_delay_seconds
 from email_outbox.classify import Outcome, classify_exception, classify_response
 from email_outbox.config import aws_region, load_config

@@ -45,7 +45,9 @@ class WorkerProcess:
             self.proc.wait(timeout=30)
 
 
-def spawn_worker(dsn: DatabaseDsn, endpoint_url: str, log_dir: Path, name: str, **flags: object) -> WorkerProcess:
+def spawn_worker(
+    dsn: DatabaseDsn, endpoint_url: str, log_dir: Path, name: str, **flags: object
+) -> WorkerProcess:
     env = {
         **os.environ,
         "EMAIL_OUTBOX_DSN": dsn.url(),
@@ -86,8 +88,10 @@ class Accounting:
 
     def __str__(self) -> str:
         statuses = ", ".join(f"{s.value}={n}" for s, n in self.by_status.items() if n)
-        return (f"{statuses}; endpoint accepted {self.accepted_total}, duplicates {self.duplicates},"
-                f" UnknownOutcome accepted/never {self.unknown_accepted}/{self.unknown_never_accepted}")
+        return (
+            f"{statuses}; endpoint accepted {self.accepted_total}, duplicates {self.duplicates},"
+            f" UnknownOutcome accepted/never {self.unknown_accepted}/{self.unknown_never_accepted}"
+        )
 
 
 def account(repo: OutboxRepository, endpoint: SesEndpoint, expected_rows: int) -> Accounting:
@@ -97,15 +101,20 @@ def account(repo: OutboxRepository, endpoint: SesEndpoint, expected_rows: int) -
     assert by_status[Status.PROCESSING] == 0, "a row is still claimed after the run"
     accepted = endpoint.accepted_counts()
     duplicates = sum(1 for n in accepted.values() if n > 1)
-    rows = {s: {r.id for r in repo.list_rows(s, limit=1_000_000)} for s in (Status.SENT, Status.UNKNOWN_OUTCOME)}
+    rows = {
+        s: {r.id for r in repo.list_rows(s, limit=1_000_000)} for s in (Status.SENT, Status.UNKNOWN_OUTCOME)
+    }
     sent_ids = {str(i) for i in rows[Status.SENT]}
     unknown_ids = {str(i) for i in rows[Status.UNKNOWN_OUTCOME]}
     unknown_accepted = len(unknown_ids & set(accepted))
     assert sent_ids <= set(accepted), "a row is Sent that the endpoint never accepted"
-    assert set(accepted) <= sent_ids | unknown_ids, "the endpoint accepted a row that is neither Sent nor Unknown"
+    assert set(accepted) <= sent_ids | unknown_ids, (
+        "the endpoint accepted a row that is neither Sent nor Unknown"
+    )
     assert sum(accepted.values()) == len(sent_ids) + unknown_accepted
     assert duplicates == 0, "an email was sent twice"
-    result = Accounting(by_status, sum(accepted.values()), duplicates, unknown_accepted,
-                        len(unknown_ids) - unknown_accepted)
+    result = Accounting(
+        by_status, sum(accepted.values()), duplicates, unknown_accepted, len(unknown_ids) - unknown_accepted
+    )
     print(f"accounting: {result}")
     return result

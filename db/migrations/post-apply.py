@@ -4,8 +4,7 @@ Only routines whose definition differs are replaced, so re-running on an up-to-d
 nothing and never leaves a moment with a procedure missing.
 """
 
-from yoyo import step
-
 from email_outbox.routines import sync_procedures_step
+from yoyo import step
 
 steps = [step(sync_procedures_step)]

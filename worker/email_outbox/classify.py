@@ -30,7 +30,9 @@ class Decision:
     error_message: str | None = None
 
 
-PERMANENT_CODES = frozenset({"MessageRejected", "BadRequestException", "InvalidParameterValue", "ValidationException"})
+PERMANENT_CODES = frozenset(
+    {"MessageRejected", "BadRequestException", "InvalidParameterValue", "ValidationException"}
+)
 THROTTLE_CODES = frozenset(
     {"TooManyRequestsException", "LimitExceededException", "Throttling", "ThrottlingException"}
 )
@@ -55,7 +57,9 @@ def classify_response(response: dict[str, Any]) -> Decision:
     if isinstance(message_id, str) and message_id:
         return Decision(Outcome.ACCEPTED, message_id=message_id)
     # A 200 without a MessageId: SES may or may not have queued it.
-    return Decision(Outcome.AMBIGUOUS, error_code="NoMessageId", error_message="2xx response without a MessageId")
+    return Decision(
+        Outcome.AMBIGUOUS, error_code="NoMessageId", error_message="2xx response without a MessageId"
+    )
 
 
 def classify_exception(exc: BaseException) -> Decision:

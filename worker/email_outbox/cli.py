@@ -20,7 +20,9 @@ EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
 def dsn_from(args: argparse.Namespace) -> DatabaseDsn:
     value = args.dsn or os.environ.get("EMAIL_OUTBOX_DSN")
     if not value:
-        raise ConfigError("no database: pass --dsn or set EMAIL_OUTBOX_DSN (mysql://user:password@host:port/db)")
+        raise ConfigError(
+            "no database: pass --dsn or set EMAIL_OUTBOX_DSN (mysql://user:password@host:port/db)"
+        )
     return DatabaseDsn.parse(value)
 
 
@@ -89,8 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="deliver emails: claim, send through SES, finalize")
     for name, help_text in WORKER_FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
-    p.add_argument("--disable-provider", action="store_true",
-                   help="send nothing: release every claim untouched ($EMAIL_OUTBOX_PROVIDER_ENABLED=false)")
+    p.add_argument(
+        "--disable-provider",
+        action="store_true",
+        help="send nothing: release every claim untouched ($EMAIL_OUTBOX_PROVIDER_ENABLED=false)",
+    )
     p.set_defaults(func=cmd_worker)
 
     for register in _extra_commands:

@@ -100,7 +100,9 @@ def load_config(flags: Mapping[str, Any], environ: Mapping[str, str] | None = No
         elif env_name(field) in environ:
             values[field] = _parse(field, environ[env_name(field)])
     if not values.get("dsn"):
-        raise ConfigError(f"{env_name('dsn')} (or --dsn) is required: mysql://user:password@host:port/database")
+        raise ConfigError(
+            f"{env_name('dsn')} (or --dsn) is required: mysql://user:password@host:port/database"
+        )
     values["dsn"] = DatabaseDsn.parse(values["dsn"])
     values.setdefault("default_from", None)
     if not values.get("worker_id"):
@@ -117,7 +119,10 @@ def _check(ok: bool, message: str) -> None:
 
 
 def validate(c: WorkerConfig) -> None:
-    _check(1 <= c.lease_seconds <= 86400, f"{env_name('lease_seconds')} must be 1 to 86400 (got {c.lease_seconds})")
+    _check(
+        1 <= c.lease_seconds <= 86400,
+        f"{env_name('lease_seconds')} must be 1 to 86400 (got {c.lease_seconds})",
+    )
     _check(1 <= c.concurrency <= 1000, f"{env_name('concurrency')} must be 1 to 1000 (got {c.concurrency})")
     _check(1 <= c.batch_size <= 10000, f"{env_name('batch_size')} must be 1 to 10000 (got {c.batch_size})")
     _check(0 < c.poll_interval <= 3600, f"{env_name('poll_interval')} must be above 0 and at most 3600")
@@ -137,12 +142,19 @@ def validate(c: WorkerConfig) -> None:
         f" half the lease ({c.lease_seconds}s / 2): raise {env_name('lease_seconds')} or lower the timeouts",
     )
     _check(c.shutdown_grace_seconds >= 0, f"{env_name('shutdown_grace_seconds')} must be 0 or more")
-    _check(0 <= c.throttle_delay_seconds <= 604800, f"{env_name('throttle_delay_seconds')} must be 0 to 604800")
+    _check(
+        0 <= c.throttle_delay_seconds <= 604800, f"{env_name('throttle_delay_seconds')} must be 0 to 604800"
+    )
     _check(c.account_pause_seconds > 0, f"{env_name('account_pause_seconds')} must be above 0")
-    _check(c.log_format in ("text", "json"), f"{env_name('log_format')} must be text or json (got {c.log_format})")
+    _check(
+        c.log_format in ("text", "json"),
+        f"{env_name('log_format')} must be text or json (got {c.log_format})",
+    )
     if c.default_from is not None:
         _check(
-            c.default_from.count("@") == 1 and not c.default_from.startswith("@") and not c.default_from.endswith("@"),
+            c.default_from.count("@") == 1
+            and not c.default_from.startswith("@")
+            and not c.default_from.endswith("@"),
             f"{env_name('default_from')} must be an email address (got {c.default_from!r})",
         )
     _check(1 <= len(c.worker_id) <= 191, f"{env_name('worker_id')} must be 1 to 191 characters")

@@ -55,7 +55,11 @@ class DatabaseDsn:
         return f"mysql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}{query}"
 
     def redacted(self) -> str:
-        return self.url().replace(":" + quote(self.password, safe="") + "@", ":***@") if self.password else self.url()
+        return (
+            self.url().replace(":" + quote(self.password, safe="") + "@", ":***@")
+            if self.password
+            else self.url()
+        )
 
     def connect_args(self) -> dict[str, Any]:
         args: dict[str, Any] = {

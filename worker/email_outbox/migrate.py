@@ -115,7 +115,12 @@ def _drift(dsn: DatabaseDsn) -> DriftReport:
 
 
 def _pymysql_args(dsn: DatabaseDsn) -> dict[str, Any]:
-    args: dict[str, Any] = {"user": dsn.user, "password": dsn.password, "database": dsn.database, "charset": "utf8mb4"}
+    args: dict[str, Any] = {
+        "user": dsn.user,
+        "password": dsn.password,
+        "database": dsn.database,
+        "charset": "utf8mb4",
+    }
     if dsn.unix_socket:
         args["unix_socket"] = dsn.unix_socket
     else:

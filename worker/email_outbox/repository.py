@@ -8,7 +8,7 @@ Writes go through the procedures only; the few SELECTs here are read-only views 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any
 
@@ -43,7 +43,9 @@ ER_SP_DOES_NOT_EXIST = 1305
 ER_LOCK_DEADLOCK = 1213
 ER_LOCK_WAIT_TIMEOUT = 1205
 # Server going away or refusing work: a new connection (maybe later) is the remedy.
-CONNECTION_ERRNOS = frozenset({1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2003, 2006, 2013, 2055, 4031})
+CONNECTION_ERRNOS = frozenset(
+    {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2003, 2006, 2013, 2055, 4031}
+)
 
 _ROW_COLUMNS = (
     "id, notification_id, to_address, from_address, subject, status, attempt_count, max_attempts,"
@@ -69,10 +71,14 @@ def translate_error(exc: mysql.connector.Error) -> OutboxError:
     if errno == ER_SIGNAL_EXCEPTION or getattr(exc, "sqlstate", None) == "45000":
         return InvalidInput(message)
     if errno == ER_SP_DOES_NOT_EXIST:
-        return SchemaNotInstalled(f"{message}: run `email-outbox migrate` (migration 0001_schema and procedures/)")
+        return SchemaNotInstalled(
+            f"{message}: run `email-outbox migrate` (migration 0001_schema and procedures/)"
+        )
     if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT):
         return TransientDatabaseError(message)
-    if errno in CONNECTION_ERRNOS or isinstance(exc, (mysql.connector.InterfaceError, mysql.connector.OperationalError)):
+    if errno in CONNECTION_ERRNOS or isinstance(
+        exc, (mysql.connector.InterfaceError, mysql.connector.OperationalError)
+    ):
         return DatabaseUnavailable(message)
     return OutboxError(f"database error {errno}: {message}")
 
@@ -93,10 +99,8 @@ class OutboxRepository:
         return cls(connect(dsn, connect_timeout=connect_timeout))
 
     def close(self) -> None:
-        try:
+        with suppress(mysql.connector.Error):
             self.connection.close()
-        except mysql.connector.Error:
-            pass
 
     @contextmanager
     def _cursor(self) -> Iterator[Any]:
@@ -109,10 +113,8 @@ class OutboxRepository:
         except mysql.connector.Error as exc:
             raise translate_error(exc) from exc
         finally:
-            try:
+            with suppress(mysql.connector.Error):
                 cursor.close()
-            except mysql.connector.Error:
-                pass
 
     def _call(self, procedure: str, args: Sequence[Any]) -> list[dict[str, Any]]:
         placeholders = ", ".join(["%s"] * len(args))
@@ -149,7 +151,16 @@ class OutboxRepository:
     ) -> EnqueueResult:
         row = self._call(
             "email_enqueue",
-            (notification_id, to_address, from_address, subject, text_body, html_body, max_attempts, send_after),
+            (
+                notification_id,
+                to_address,
+                from_address,
+                subject,
+                text_body,
+                html_body,
+                max_attempts,
+                send_after,
+            ),
         )[0]
         return EnqueueResult(int(row["affected"]), int(row["attempt_id"]))
 
@@ -175,7 +186,9 @@ class OutboxRepository:
     def try_claim(self, attempt_id: int, claim_token: str, claimed_by: str, lease_seconds: int) -> int:
         return self._affected("email_try_claim", (attempt_id, claim_token, claimed_by, lease_seconds))
 
-    def claim_batch(self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int) -> list[ClaimedEmail]:
+    def claim_batch(
+        self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int
+    ) -> list[ClaimedEmail]:
         return [
             ClaimedEmail(
                 id=int(r["id"]),
@@ -229,7 +242,12 @@ class OutboxRepository:
         return self._affected("email_requeue_unknown_outcome", (attempt_id, requeued_by, reason))
 
     def resolve_unknown_outcome(
-        self, attempt_id: int, outcome: str, resolved_by: str, reason: str, provider_message_id: str | None = None
+        self,
+        attempt_id: int,
+        outcome: str,
+        resolved_by: str,
+        reason: str,
+        provider_message_id: str | None = None,
     ) -> int:
         return self._affected(
             "email_resolve_unknown_outcome", (attempt_id, outcome, resolved_by, reason, provider_message_id)
@@ -246,20 +264,25 @@ class OutboxRepository:
 
     # --- read-only views for operators ------------------------------------------------------------
     def get_row(self, attempt_id: int) -> DeliveryRow:
-        rows = self._select(f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
+        rows = self._select(
+            f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE id = %s", (attempt_id,)
+        )
         if not rows:
             raise NotFound(f"no email with id {attempt_id}")
         return _delivery_row(rows[0])
 
     def get_row_by_notification_id(self, notification_id: str) -> DeliveryRow:
         rows = self._select(
-            f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE notification_id = %s", (notification_id,)
+            f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE notification_id = %s",
+            (notification_id,),
         )
         if not rows:
             raise NotFound(f"no email with notification id {notification_id!r}")
         return _delivery_row(rows[0])
 
-    def list_rows(self, status: Status, *, since: datetime | None = None, limit: int = 50) -> list[DeliveryRow]:
+    def list_rows(
+        self, status: Status, *, since: datetime | None = None, limit: int = 50
+    ) -> list[DeliveryRow]:
         sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE status = %s"
         args: list[Any] = [status.value]
         if since is not None:

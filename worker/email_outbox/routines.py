@@ -15,7 +15,9 @@ from email_outbox.paths import procedures_dir
 
 # Procedures keep the sql_mode and character set in force when they were created. Install with known
 # ones, so a server's or a DBA's session settings never change how the contract behaves.
-INSTALL_SQL_MODE = "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+INSTALL_SQL_MODE = (
+    "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+)
 
 _HEADER = re.compile(r"\bCREATE\s+PROCEDURE\s+`?(\w+)`?\s*\(", re.IGNORECASE)
 
@@ -61,7 +63,9 @@ class DriftReport:
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -123,7 +127,9 @@ def _installed(cursor: Cursor) -> dict[str, tuple[str, str]]:
         "SELECT ROUTINE_NAME, ROUTINE_DEFINITION, SQL_MODE FROM information_schema.ROUTINES"
         " WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME LIKE 'email\\_%%'"
     )
-    return {str(n): (str(d or "").replace("\r\n", "\n").strip(), str(m or "")) for n, d, m in cursor.fetchall()}
+    return {
+        str(n): (str(d or "").replace("\r\n", "\n").strip(), str(m or "")) for n, d, m in cursor.fetchall()
+    }
 
 
 def _installed_parameters(cursor: Cursor) -> dict[str, tuple[Parameter, ...]]:
@@ -193,7 +199,9 @@ def sync_procedures(cursor: Cursor, directory: Path | None = None) -> list[str]:
             if _difference(proc, installed, parameters) is None:
                 continue
             if mariadb:
-                cursor.execute(_HEADER.sub(lambda m: f"CREATE OR REPLACE PROCEDURE {m.group(1)}(", proc.text, 1))
+                cursor.execute(
+                    _HEADER.sub(lambda m: f"CREATE OR REPLACE PROCEDURE {m.group(1)}(", proc.text, 1)
+                )
             else:
                 cursor.execute(f"DROP PROCEDURE IF EXISTS {proc.name}")
                 cursor.execute(proc.text)

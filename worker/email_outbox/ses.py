@@ -31,7 +31,9 @@ def make_client(config: WorkerConfig) -> Any:
     return boto3.session.Session().client("sesv2", region_name=aws_region(), config=botocore_config)
 
 
-def build_request(email: ClaimedEmail, default_from: str | None, configuration_set: str | None) -> dict[str, Any]:
+def build_request(
+    email: ClaimedEmail, default_from: str | None, configuration_set: str | None
+) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if email.text_body is not None:
         body["Text"] = {"Data": email.text_body, "Charset": "UTF-8"}

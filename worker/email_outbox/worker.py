@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from email_outbox.backoff import retry_delay_seconds
 from email_outbox.classify import Decision, Outcome
@@ -83,11 +83,10 @@ class WorkerStats:
             }
 
 
-class Sender:
+class Sender(Protocol):
     """What the worker needs of a provider client (email_outbox.ses.SesSender in production)."""
 
-    def send(self, email: ClaimedEmail) -> Decision:  # pragma: no cover - protocol
-        raise NotImplementedError
+    def send(self, email: ClaimedEmail) -> Decision: ...
 
 
 class Worker:
@@ -153,7 +152,9 @@ class Worker:
                 transient += 1
                 if transient > TRANSIENT_RETRIES:
                     raise
-                log.warning("retrying after a transient database error", extra={"call": what, "error": str(exc)})
+                log.warning(
+                    "retrying after a transient database error", extra={"call": what, "error": str(exc)}
+                )
             except DatabaseUnavailable as exc:
                 self.stats.add("db_errors", "unavailable")
                 self._drop_repo()
@@ -182,8 +183,10 @@ class Worker:
             drift = check_drift(cursor)
             cursor.close()
             if not drift.clean:
-                log.warning("installed procedures differ from this release's procedures/",
-                            extra={"drift": drift.describe()})
+                log.warning(
+                    "installed procedures differ from this release's procedures/",
+                    extra={"drift": drift.describe()},
+                )
         except Exception as exc:  # the check is advice; an account without metadata access still runs
             log.warning("could not compare installed procedures", extra={"error": str(exc)})
 
@@ -225,9 +228,14 @@ class Worker:
         if self.stopping.is_set():
             return 0
         self.check_schema()
-        log.info("worker started", extra={"worker_id": self.config.worker_id,
-                                          "concurrency": self.config.concurrency,
-                                          "lease_seconds": self.config.lease_seconds})
+        log.info(
+            "worker started",
+            extra={
+                "worker_id": self.config.worker_id,
+                "concurrency": self.config.concurrency,
+                "lease_seconds": self.config.lease_seconds,
+            },
+        )
         executor = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="send")
         idle = MIN_IDLE_SECONDS
         try:
@@ -287,8 +295,15 @@ class Worker:
             self.stats.claimed_rows += len(claimed)
             self.stats.claim_sizes.append(len(claimed))
         for email in claimed:
-            log.info("claimed", extra={"id": email.id, "notification_id": email.notification_id,
-                                       "attempt": email.attempt_count + 1, "claim_token": token})
+            log.info(
+                "claimed",
+                extra={
+                    "id": email.id,
+                    "notification_id": email.notification_id,
+                    "attempt": email.attempt_count + 1,
+                    "claim_token": token,
+                },
+            )
         return [(email, token, deadline) for email in claimed]
 
     def _drain(self, executor: ThreadPoolExecutor) -> None:
@@ -297,8 +312,11 @@ class Worker:
             while self._in_flight > 0 and not self._hard_stop():
                 remaining = grace_end - time.monotonic()
                 if remaining <= 0:
-                    log.error("shutdown grace ran out with sends in flight; their rows go UnknownOutcome"
-                              " when the lease ends", extra={"in_flight": self._in_flight})
+                    log.error(
+                        "shutdown grace ran out with sends in flight; their rows go UnknownOutcome"
+                        " when the lease ends",
+                        extra={"in_flight": self._in_flight},
+                    )
                     break
                 self._slots.wait(timeout=min(remaining, 0.5))
         executor.shutdown(wait=self._in_flight == 0, cancel_futures=True)
@@ -311,7 +329,9 @@ class Worker:
                 self._release(email, token, deadline, 0, "shutting down before the send")
                 return
             if time.monotonic() < self._pause_until:
-                self._release(email, token, deadline, int(self.config.account_pause_seconds), "replica paused")
+                self._release(
+                    email, token, deadline, int(self.config.account_pause_seconds), "replica paused"
+                )
                 return
             started = time.monotonic()
             decision = self.sender.send(email)
@@ -323,8 +343,10 @@ class Worker:
         except Exception:
             # Never lose the row silently: it stays Processing and the sweep moves it to
             # UnknownOutcome when the lease ends (it may have been sent).
-            log.exception("unexpected error delivering", extra={"id": email.id,
-                                                                "notification_id": email.notification_id})
+            log.exception(
+                "unexpected error delivering",
+                extra={"id": email.id, "notification_id": email.notification_id},
+            )
         finally:
             self._free_slot()
 
@@ -340,43 +362,101 @@ class Worker:
             assert d.message_id is not None
             message_id = d.message_id
             self.bucket.speed_up()
-            self._finalize("sent", email, token, deadline, message_id,
-                           lambda r: r.finalize_sent(email.id, token, message_id))
+            self._finalize(
+                "sent",
+                email,
+                token,
+                deadline,
+                message_id,
+                lambda r: r.finalize_sent(email.id, token, message_id),
+            )
         elif d.outcome is Outcome.PERMANENT:
-            log.warning("permanent failure", extra={**ctx, "error_code": d.error_code, "error": d.error_message})
-            self._finalize("failed", email, token, deadline, None,
-                           lambda r: r.finalize_failure(email.id, token, permanent=True, error_code=d.error_code,
-                                                        error_message=d.error_message,
-                                                        retry_delay_seconds=0).affected)
+            log.warning(
+                "permanent failure", extra={**ctx, "error_code": d.error_code, "error": d.error_message}
+            )
+            self._finalize(
+                "failed",
+                email,
+                token,
+                deadline,
+                None,
+                lambda r: (
+                    r.finalize_failure(
+                        email.id,
+                        token,
+                        permanent=True,
+                        error_code=d.error_code,
+                        error_message=d.error_message,
+                        retry_delay_seconds=0,
+                    ).affected
+                ),
+            )
         elif d.outcome is Outcome.TRANSIENT:
-            delay = retry_delay_seconds(email.attempt_count + 1, self.config.retry_base_seconds,
-                                        self.config.retry_max_seconds, self.rng)
+            delay = retry_delay_seconds(
+                email.attempt_count + 1,
+                self.config.retry_base_seconds,
+                self.config.retry_max_seconds,
+                self.rng,
+            )
             log.warning("transient failure", extra={**ctx, "error_code": d.error_code, "retry_in_s": delay})
-            self._finalize("retry", email, token, deadline, None,
-                           lambda r: r.finalize_failure(email.id, token, permanent=False, error_code=d.error_code,
-                                                        error_message=d.error_message,
-                                                        retry_delay_seconds=delay).affected)
+            self._finalize(
+                "retry",
+                email,
+                token,
+                deadline,
+                None,
+                lambda r: (
+                    r.finalize_failure(
+                        email.id,
+                        token,
+                        permanent=False,
+                        error_code=d.error_code,
+                        error_message=d.error_message,
+                        retry_delay_seconds=delay,
+                    ).affected
+                ),
+            )
         elif d.outcome is Outcome.AMBIGUOUS:
-            log.error("ambiguous provider outcome: UnknownOutcome, never resent automatically",
-                      extra={**ctx, "error_code": d.error_code, "error": d.error_message})
-            self._finalize("unknown", email, token, deadline, None,
-                           lambda r: r.finalize_unknown(email.id, token, d.error_message))
+            log.error(
+                "ambiguous provider outcome: UnknownOutcome, never resent automatically",
+                extra={**ctx, "error_code": d.error_code, "error": d.error_message},
+            )
+            self._finalize(
+                "unknown",
+                email,
+                token,
+                deadline,
+                None,
+                lambda r: r.finalize_unknown(email.id, token, d.error_message),
+            )
         elif d.outcome is Outcome.THROTTLED:
             with self.stats.lock:
                 self.stats.throttle_events += 1
             self.bucket.slow_down(self._observed_rate())
-            delay = self.config.throttle_delay_seconds + self.rng.randint(0, max(1, self.config.throttle_delay_seconds))
-            log.warning("throttled by SES: releasing and slowing down",
-                        extra={**ctx, "error_code": d.error_code, "rate": self.bucket.rate, "retry_in_s": delay})
+            delay = self.config.throttle_delay_seconds + self.rng.randint(
+                0, max(1, self.config.throttle_delay_seconds)
+            )
+            log.warning(
+                "throttled by SES: releasing and slowing down",
+                extra={**ctx, "error_code": d.error_code, "rate": self.bucket.rate, "retry_in_s": delay},
+            )
             self._release(email, token, deadline, delay, "throttled")
         elif d.outcome is Outcome.ACCOUNT_PROBLEM:
             with self.stats.lock:
                 self.stats.pause_events += 1
             self._pause_until = time.monotonic() + self.config.account_pause_seconds
-            log.critical("SES account or configuration problem: pausing this replica",
-                         extra={**ctx, "error_code": d.error_code, "error": d.error_message,
-                                "pause_s": self.config.account_pause_seconds})
-            self._release(email, token, deadline, int(self.config.account_pause_seconds), d.error_code or "paused")
+            log.critical(
+                "SES account or configuration problem: pausing this replica",
+                extra={
+                    **ctx,
+                    "error_code": d.error_code,
+                    "error": d.error_message,
+                    "pause_s": self.config.account_pause_seconds,
+                },
+            )
+            self._release(
+                email, token, deadline, int(self.config.account_pause_seconds), d.error_code or "paused"
+            )
         elif d.outcome is Outcome.DISABLED:
             # Nothing to send with: give the row back untouched and do not spin on claims.
             self._pause_until = max(self._pause_until, time.monotonic() + self.config.poll_interval)
@@ -396,15 +476,21 @@ class Worker:
         message_id: str | None,
         op: Callable[[OutboxRepository], int],
     ) -> None:
-        ctx = {"id": email.id, "notification_id": email.notification_id, "claim_token": token,
-               "message_id": message_id}
+        ctx = {
+            "id": email.id,
+            "notification_id": email.notification_id,
+            "claim_token": token,
+            "message_id": message_id,
+        }
         losses: list[str] = []
         try:
             affected = self._db(f"finalize_{kind}", op, deadline=deadline, losses=losses)
         except OutboxError as exc:
             self.stats.add("finalize", f"{kind}_never_landed")
-            log.error("finalize never landed; the row goes UnknownOutcome when its lease ends",
-                      extra={**ctx, "finalize": kind, "error": str(exc)})
+            log.error(
+                "finalize never landed; the row goes UnknownOutcome when its lease ends",
+                extra={**ctx, "finalize": kind, "error": str(exc)},
+            )
             return
         if affected == 1:
             self.stats.add("finalize", kind)
@@ -413,21 +499,30 @@ class Worker:
             # The connection dropped during an earlier try, which may have committed: a refusal now
             # can be our own finalize already in place.
             self.stats.add("finalize", f"{kind}_refused_after_reconnect")
-            log.warning("finalize refused after a reconnect; the earlier try may have landed",
-                        extra={**ctx, "finalize": kind})
+            log.warning(
+                "finalize refused after a reconnect; the earlier try may have landed",
+                extra={**ctx, "finalize": kind},
+            )
         else:
             self.stats.add("finalize", "stale_claimant")
-            log.error("finalize refused: this worker no longer holds the claim (lease swept or taken over);"
-                      " not retried", extra={**ctx, "finalize": kind})
+            log.error(
+                "finalize refused: this worker no longer holds the claim (lease swept or taken over);"
+                " not retried",
+                extra={**ctx, "finalize": kind},
+            )
 
     def _release(self, email: ClaimedEmail, token: str, deadline: float, delay: int, why: str) -> None:
         ctx = {"id": email.id, "notification_id": email.notification_id, "reason": why, "delay_s": delay}
         try:
-            affected = self._db("release", lambda r: r.release_claim(email.id, token, delay), deadline=deadline)
+            affected = self._db(
+                "release", lambda r: r.release_claim(email.id, token, delay), deadline=deadline
+            )
         except OutboxError as exc:
             self.stats.add("finalize", "release_never_landed")
-            log.error("release never landed; the row goes UnknownOutcome when its lease ends (it was not sent)",
-                      extra={**ctx, "error": str(exc)})
+            log.error(
+                "release never landed; the row goes UnknownOutcome when its lease ends (it was not sent)",
+                extra={**ctx, "error": str(exc)},
+            )
             return
         self.stats.add("finalize", "released" if affected == 1 else "stale_claimant")
         if affected == 1:

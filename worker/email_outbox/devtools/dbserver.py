@@ -14,6 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import mysql.connector
 
@@ -24,7 +25,9 @@ class ServerStartError(RuntimeError):
 
 def find_server_binary() -> str | None:
     for name in ("mariadbd", "mysqld"):
-        found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin:/usr/local/mysql/bin")
+        found = shutil.which(name) or shutil.which(
+            name, path="/usr/sbin:/usr/local/sbin:/usr/local/mysql/bin"
+        )
         if found:
             return found
     return None
@@ -57,7 +60,9 @@ class PrivateServer:
         if not self.binary:
             found = find_server_binary()
             if not found:
-                raise ServerStartError("neither mariadbd nor mysqld is on PATH (apt-get install mariadb-server)")
+                raise ServerStartError(
+                    "neither mariadbd nor mysqld is on PATH (apt-get install mariadb-server)"
+                )
             self.binary = found
         if not self.port:
             self.port = free_port()
@@ -162,7 +167,9 @@ class PrivateServer:
         if self.socket_path.exists():
             self.socket_path.unlink()
         log = open(self.base_dir / "mysqld.stdout", "ab")  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float) -> None:
@@ -210,7 +217,7 @@ class PrivateServer:
     def version(self) -> str:
         conn = mysql.connector.connect(host="127.0.0.1", port=self.port, user="root", password="")
         try:
-            cur = conn.cursor()
+            cur: Any = conn.cursor()
             cur.execute("SELECT VERSION()")
             row = cur.fetchone()
             return str(row[0]) if row else "?"

@@ -64,9 +64,16 @@ def main() -> int:
         repo = OutboxRepository.open(dsn)
         for i in range(EMAILS):
             local = f"reject-{i}" if i % REJECT_EVERY == 0 else f"customer-{i}"
-            repo.enqueue(f"demo-order-{i}:confirmation", f"{local}@example.com", f"Your order #{i}",
-                         text_body=f"Thanks for order {i}.", html_body=f"<p>Thanks for order <b>{i}</b>.</p>")
-        print(f"enqueued {EMAILS} emails ({len(range(0, EMAILS, REJECT_EVERY))} to addresses the endpoint rejects)")
+            repo.enqueue(
+                f"demo-order-{i}:confirmation",
+                f"{local}@example.com",
+                f"Your order #{i}",
+                text_body=f"Thanks for order {i}.",
+                html_body=f"<p>Thanks for order <b>{i}</b>.</p>",
+            )
+        print(
+            f"enqueued {EMAILS} emails ({len(range(0, EMAILS, REJECT_EVERY))} to addresses the endpoint rejects)"
+        )
 
         env = worker_env(dsn, endpoint.url)
         logs = base / "logs"
@@ -74,9 +81,23 @@ def main() -> int:
         started = time.monotonic()
         for n in range(REPLICAS):
             log_file = open(logs / f"worker-{n}.log", "wb")  # noqa: SIM115 - closed with the process
-            workers.append(subprocess.Popen(
-                [sys.executable, "-m", "email_outbox.cli", "worker", "--worker-id", f"demo-worker-{n}",
-                 "--concurrency", "8"], env=env, stdout=log_file, stderr=subprocess.STDOUT))
+            workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "email_outbox.cli",
+                        "worker",
+                        "--worker-id",
+                        f"demo-worker-{n}",
+                        "--concurrency",
+                        "8",
+                    ],
+                    env=env,
+                    stdout=log_file,
+                    stderr=subprocess.STDOUT,
+                )
+            )
         print(f"{REPLICAS} worker replicas running (logs in {logs})", flush=True)
         while time.monotonic() - started < 300:
             counts = {s.status: s.count for s in repo.outbox_stats()}
@@ -94,8 +115,10 @@ def main() -> int:
         print("status          count")
         for status in Status:
             print(f"{status.value:<15} {counts[status]:>5}")
-        print(f"endpoint accepted {sum(accepted.values())} messages for {len(accepted)} outbox ids;"
-              f" sent more than once: {sum(1 for c in accepted.values() if c > 1)}")
+        print(
+            f"endpoint accepted {sum(accepted.values())} messages for {len(accepted)} outbox ids;"
+            f" sent more than once: {sum(1 for c in accepted.values() if c > 1)}"
+        )
         repo.close()
         ok = counts[Status.SENT] == len(accepted) == sum(accepted.values()) and all(c == 0 for c in codes)
         print("demo OK" if ok else "demo FAILED: the accounting does not add up")
