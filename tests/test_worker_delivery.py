@@ -339,3 +339,21 @@ def test_worker_refuses_timeouts_that_do_not_fit_the_lease(
     assert worker.proc.wait(timeout=60) == 2
     assert "half the lease" in worker.log()
     assert os.path.exists(worker.log_path)
+
+
+def test_json_logs_carry_id_and_notification_id(
+    dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
+    import json
+
+    enqueue(repo, 3, prefix="json")
+    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", log_format="json", **FAST)
+    try:
+        wait_until(lambda: drained(repo), 60, "the outbox to drain")
+    finally:
+        assert worker.terminate() == 0
+    lines = [json.loads(line) for line in worker.log().splitlines() if line.strip()]
+    sent = [line for line in lines if line["msg"] == "sent"]
+    assert len(sent) == 3
+    assert {line["notification_id"] for line in sent} == {"json-0", "json-1", "json-2"}
+    assert all(line["message_id"].startswith("local-") and line["level"] == "INFO" for line in sent)

@@ -374,23 +374,7 @@ class Worker:
             log.warning(
                 "permanent failure", extra={**ctx, "error_code": d.error_code, "error": d.error_message}
             )
-            self._finalize(
-                "failed",
-                email,
-                token,
-                deadline,
-                None,
-                lambda r: (
-                    r.finalize_failure(
-                        email.id,
-                        token,
-                        permanent=True,
-                        error_code=d.error_code,
-                        error_message=d.error_message,
-                        retry_delay_seconds=0,
-                    ).affected
-                ),
-            )
+            self._finalize_failure(email, token, deadline, d, permanent=True, delay=0)
         elif d.outcome is Outcome.TRANSIENT:
             delay = retry_delay_seconds(
                 email.attempt_count + 1,
@@ -399,23 +383,7 @@ class Worker:
                 self.rng,
             )
             log.warning("transient failure", extra={**ctx, "error_code": d.error_code, "retry_in_s": delay})
-            self._finalize(
-                "retry",
-                email,
-                token,
-                deadline,
-                None,
-                lambda r: (
-                    r.finalize_failure(
-                        email.id,
-                        token,
-                        permanent=False,
-                        error_code=d.error_code,
-                        error_message=d.error_message,
-                        retry_delay_seconds=delay,
-                    ).affected
-                ),
-            )
+            self._finalize_failure(email, token, deadline, d, permanent=False, delay=delay)
         elif d.outcome is Outcome.AMBIGUOUS:
             log.error(
                 "ambiguous provider outcome: UnknownOutcome, never resent automatically",
@@ -461,6 +429,27 @@ class Worker:
             # Nothing to send with: give the row back untouched and do not spin on claims.
             self._pause_until = max(self._pause_until, time.monotonic() + self.config.poll_interval)
             self._release(email, token, deadline, 0, "provider disabled")
+
+    def _finalize_failure(
+        self, email: ClaimedEmail, token: str, deadline: float, d: Decision, *, permanent: bool, delay: int
+    ) -> None:
+        self._finalize(
+            "failed" if permanent else "retry",
+            email,
+            token,
+            deadline,
+            None,
+            lambda r: (
+                r.finalize_failure(
+                    email.id,
+                    token,
+                    permanent=permanent,
+                    error_code=d.error_code,
+                    error_message=d.error_message,
+                    retry_delay_seconds=delay,
+                ).affected
+            ),
+        )
 
     def _observed_rate(self) -> float:
         with self.stats.lock:
