@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -57,8 +57,9 @@ class WorkerStats:
     db_errors: Counter[str] = field(default_factory=Counter)
     claims: int = 0
     claimed_rows: int = 0
-    claim_sizes: list[int] = field(default_factory=list)
-    send_seconds: list[float] = field(default_factory=list)
+    # Recent samples only: a replica runs for weeks, so these must not grow without bound.
+    claim_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=1000))
+    send_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
     throttle_events: int = 0
     pause_events: int = 0
     in_flight: int = 0
@@ -110,7 +111,6 @@ class Worker:
         self._pause_until = 0.0
         self._local = threading.local()
         self._signals = 0
-        self._sent_times: list[float] = []
 
     # --- connections ----------------------------------------------------------------------------
     def _repo(self) -> OutboxRepository:
@@ -453,7 +453,7 @@ class Worker:
 
     def _observed_rate(self) -> float:
         with self.stats.lock:
-            recent = self.stats.send_seconds[-50:]
+            recent = list(self.stats.send_seconds)[-50:]
         return len(recent) / max(sum(recent), 1e-3) * self.config.concurrency if recent else 1.0
 
     def _finalize(
