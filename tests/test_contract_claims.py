@@ -12,7 +12,7 @@ from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
 from tests.conftest import db_now, set_clock
-from tests.helpers import enqueue_many, scalar, token
+from tests.helpers import deadlocks, enqueue_many, scalar, token
 
 
 def test_only_one_of_two_concurrent_claimers_wins(dsn: DatabaseDsn, repo: OutboxRepository) -> None:
@@ -118,7 +118,7 @@ def test_batch_claim_8_threads_2000_rows_each_exactly_once(dsn: DatabaseDsn, rep
             while cursor.nextset():
                 pass
     cursor.close()
-    before = _deadlocks(repo)
+    before = deadlocks(repo)
     claimed: list[list[int]] = [[] for _ in range(8)]
     errors: list[BaseException] = []
     barrier = threading.Barrier(8)
@@ -147,13 +147,7 @@ def test_batch_claim_8_threads_2000_rows_each_exactly_once(dsn: DatabaseDsn, rep
     everything = [i for part in claimed for i in part]
     assert len(everything) == 2000 and len(set(everything)) == 2000
     assert sum(1 for part in claimed if part) >= 2, "claims should be spread over several threads"
-    assert _deadlocks(repo) == before
-
-
-def _deadlocks(repo: OutboxRepository) -> int:
-    from tests.helpers import deadlocks
-
-    return deadlocks(repo)
+    assert deadlocks(repo) == before
 
 
 @pytest.mark.parametrize(("offset_us", "swept"), [(-1, 0), (0, 1), (1, 1)])

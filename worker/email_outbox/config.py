@@ -35,10 +35,6 @@ class WorkerConfig:
     account_pause_seconds: float = 60.0
     log_format: str = "text"
 
-    @property
-    def claim_limit(self) -> int:
-        return min(self.batch_size, self.concurrency)
-
 
 _SPEC: dict[str, tuple[str, Any]] = {
     # field: (environment suffix, parser)

@@ -17,7 +17,7 @@ from yoyo.migrations import MigrationList
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
 from email_outbox.paths import migrations_dir
-from email_outbox.routines import DriftReport, check_drift, load_procedures
+from email_outbox.routines import DriftReport, check_drift
 
 MIGRATION_LOCK = "email_outbox_migrate"
 
@@ -126,7 +126,3 @@ def _pymysql_args(dsn: DatabaseDsn) -> dict[str, Any]:
     else:
         args["host"], args["port"] = dsn.host, dsn.port
     return args
-
-
-def procedure_names() -> list[str]:
-    return [p.name for p in load_procedures()]

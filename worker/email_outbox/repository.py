@@ -312,13 +312,6 @@ class OutboxRepository:
             for r in rows
         ]
 
-    def expired_lease_count(self) -> int:
-        rows = self._select(
-            "SELECT COUNT(*) AS n FROM email_delivery_attempts"
-            " WHERE status = 'Processing' AND lease_expires_at <= UTC_TIMESTAMP(6)"
-        )
-        return int(rows[0]["n"])
-
     def installed_procedures(self) -> set[str]:
         rows = self._select(
             "SELECT ROUTINE_NAME AS name FROM information_schema.ROUTINES"
