@@ -7,23 +7,12 @@ stderr; --debug shows the traceback.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from email_outbox.dsn import DatabaseDsn
-from email_outbox.errors import ConfigError, InvalidInput, NotFound, OutboxError
-
-EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
-
-
-def dsn_from(args: argparse.Namespace) -> DatabaseDsn:
-    value = args.dsn or os.environ.get("EMAIL_OUTBOX_DSN")
-    if not value:
-        raise ConfigError(
-            "no database: pass --dsn or set EMAIL_OUTBOX_DSN (mysql://user:password@host:port/db)"
-        )
-    return DatabaseDsn.parse(value)
+from email_outbox import operator_cli
+from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
+from email_outbox.errors import ConfigError, InvalidInput, OutboxError
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -71,11 +60,11 @@ WORKER_FLAGS = {
     "throttle_delay_seconds": "release delay after SES throttling (default 5)",
     "account_pause_seconds": "pause after an account/config error (default 60)",
     "log_format": "text or json (default text)",
+    "metrics_port": "serve /metrics and /healthz on this port (default off)",
+    "metrics_host": "address the metrics server binds (default 0.0.0.0)",
+    "stats_interval": "seconds between queue-depth reads for /metrics (default 15)",
+    "health_stale_seconds": "/healthz turns 503 when the loop or the database is silent this long (default 30)",
 }
-
-
-def add_dsn(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dsn", help="mysql://user:password@host:port/database (default: $EMAIL_OUTBOX_DSN)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,12 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_worker)
 
-    for register in _extra_commands:
-        register(sub)
+    operator_cli.register(sub)
     return parser
-
-
-_extra_commands: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,21 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
-    except (ConfigError, InvalidInput) as exc:
-        if args.debug:
-            raise
-        print(f"email-outbox: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except NotFound as exc:
-        if args.debug:
-            raise
-        print(f"email-outbox: {exc}", file=sys.stderr)
-        return EXIT_NOTHING
     except OutboxError as exc:
         if args.debug:
             raise
         print(f"email-outbox: {exc}", file=sys.stderr)
-        return EXIT_NOTHING
+        return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidInput)) else EXIT_NOTHING
     except KeyboardInterrupt:
         return 130
 

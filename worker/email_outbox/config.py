@@ -34,6 +34,10 @@ class WorkerConfig:
     throttle_delay_seconds: int = 5
     account_pause_seconds: float = 60.0
     log_format: str = "text"
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
+    stats_interval: float = 15.0
+    health_stale_seconds: float = 30.0
 
 
 _SPEC: dict[str, tuple[str, Any]] = {
@@ -56,6 +60,10 @@ _SPEC: dict[str, tuple[str, Any]] = {
     "throttle_delay_seconds": ("THROTTLE_DELAY_SECONDS", int),
     "account_pause_seconds": ("ACCOUNT_PAUSE_SECONDS", float),
     "log_format": ("LOG_FORMAT", str),
+    "metrics_port": ("METRICS_PORT", int),
+    "metrics_host": ("METRICS_HOST", str),
+    "stats_interval": ("STATS_INTERVAL", float),
+    "health_stale_seconds": ("HEALTH_STALE_SECONDS", float),
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -145,6 +153,16 @@ def validate(c: WorkerConfig) -> None:
     _check(
         c.log_format in ("text", "json"),
         f"{env_name('log_format')} must be text or json (got {c.log_format})",
+    )
+    _check(
+        c.metrics_port is None or 0 <= c.metrics_port <= 65535,
+        f"{env_name('metrics_port')} must be 0 to 65535 (got {c.metrics_port})",
+    )
+    _check(0 < c.stats_interval <= 3600, f"{env_name('stats_interval')} must be above 0 and at most 3600")
+    # A healthy loop turns at least once per poll interval; anything tighter would flap.
+    _check(
+        c.health_stale_seconds >= 2 * c.poll_interval,
+        f"{env_name('health_stale_seconds')} must be at least twice the poll interval",
     )
     if c.default_from is not None:
         _check(

@@ -4,6 +4,7 @@ OutboxError
  +-- InvalidInput          a procedure refused its arguments (SQLSTATE 45000); nothing was written
  +-- NotFound              a row or a database object that was asked for does not exist
  |    +-- SchemaNotInstalled  a procedure the caller needs is missing: run `email-outbox migrate`
+ +-- AccessDenied          the account lacks the privilege (see docs/security.md for the roles)
  +-- DatabaseUnavailable   the server could not be reached or the connection was lost
  +-- TransientDatabaseError  deadlock (1213) or lock wait timeout (1205): safe to retry the call
  +-- ConfigError           a setting is missing or out of range
@@ -25,6 +26,10 @@ class NotFound(OutboxError):
 
 class SchemaNotInstalled(NotFound):
     """A stored procedure is missing from the database."""
+
+
+class AccessDenied(OutboxError):
+    """The server refused the call for want of a privilege (errors 1044, 1142, 1143, 1370)."""
 
 
 class DatabaseUnavailable(OutboxError):

@@ -110,3 +110,18 @@ class DeliveryEvent:
     claim_token: str | None
     actor: str | None
     detail: str | None
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    """Read on the database clock, so replica clocks never matter."""
+
+    now: datetime
+    oldest_due_at: datetime | None
+    overdue_leases: int
+
+    @property
+    def oldest_due_age_seconds(self) -> float:
+        if self.oldest_due_at is None:
+            return 0.0
+        return max(0.0, (self.now - self.oldest_due_at).total_seconds())

@@ -18,6 +18,7 @@ from mysql.connector.pooling import PooledMySQLConnection
 
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import (
+    AccessDenied,
     DatabaseUnavailable,
     InvalidInput,
     NotFound,
@@ -32,6 +33,7 @@ from email_outbox.models import (
     DeliveryRow,
     EnqueueResult,
     FailureResult,
+    QueueHealth,
     Status,
     StatusCount,
 )
@@ -41,6 +43,8 @@ Connection = MySQLConnectionAbstract | PooledMySQLConnection
 ER_SIGNAL_EXCEPTION = 1644
 ER_SP_DOES_NOT_EXIST = 1305
 ER_LOCK_DEADLOCK = 1213
+# Database, table, column and routine privilege refusals. 1045 (bad password) is a connect failure.
+ACCESS_DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1370})
 ER_LOCK_WAIT_TIMEOUT = 1205
 # Server going away or refusing work: a new connection (maybe later) is the remedy.
 CONNECTION_ERRNOS = frozenset(
@@ -74,6 +78,8 @@ def translate_error(exc: mysql.connector.Error) -> OutboxError:
         return SchemaNotInstalled(
             f"{message}: run `email-outbox migrate` (migration 0001_schema and procedures/)"
         )
+    if errno in ACCESS_DENIED_ERRNOS:
+        return AccessDenied(message)
     if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT):
         return TransientDatabaseError(message)
     if errno in CONNECTION_ERRNOS or isinstance(
@@ -281,16 +287,40 @@ class OutboxRepository:
         return _delivery_row(rows[0])
 
     def list_rows(
-        self, status: Status, *, since: datetime | None = None, limit: int = 50
+        self,
+        status: Status,
+        *,
+        since: datetime | None = None,
+        older_than_seconds: float | None = None,
+        limit: int = 50,
     ) -> list[DeliveryRow]:
+        """Rows in `status`, oldest first; `since`/`older_than_seconds` filter on when the row entered
+        its current state (updated_at), measured on the database clock."""
         sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE status = %s"
         args: list[Any] = [status.value]
         if since is not None:
             sql += " AND updated_at >= %s"
             args.append(since)
+        if older_than_seconds is not None:
+            sql += " AND updated_at <= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+            args.append(int(older_than_seconds * 1_000_000))
         sql += " ORDER BY id LIMIT %s"
         args.append(limit)
         return [_delivery_row(r) for r in self._select(sql, args)]
+
+    def queue_health(self) -> QueueHealth:
+        """What an on-call engineer asks first: how late is the oldest due row, are leases overdue.
+
+        Both reads are index range scans (the claim index and the lease index), cheap at any table size.
+        """
+        row = self._select(
+            "SELECT UTC_TIMESTAMP(6) AS now,"
+            " (SELECT MIN(claim_due_at) FROM email_delivery_attempts"
+            "   WHERE claim_due_at <= UTC_TIMESTAMP(6)) AS oldest_due_at,"
+            " (SELECT COUNT(*) FROM email_delivery_attempts"
+            "   WHERE status = 'Processing' AND lease_expires_at < UTC_TIMESTAMP(6)) AS overdue_leases"
+        )[0]
+        return QueueHealth(row["now"], row["oldest_due_at"], int(row["overdue_leases"]))
 
     def events(self, attempt_id: int) -> list[DeliveryEvent]:
         rows = self._select(
@@ -318,6 +348,11 @@ class OutboxRepository:
             " WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_TYPE = 'PROCEDURE'"
         )
         return {str(r["name"]) for r in rows}
+
+    def database_time(self) -> datetime:
+        """UTC_TIMESTAMP(6): the one clock every procedure uses."""
+        value: datetime = self._select("SELECT UTC_TIMESTAMP(6) AS now")[0]["now"]
+        return value
 
     def server_version(self) -> str:
         return str(self._select("SELECT VERSION() AS v")[0]["v"])

@@ -13,12 +13,10 @@ import signal
 import threading
 import time
 import uuid
-from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from email_outbox.backoff import retry_delay_seconds
 from email_outbox.classify import Decision, Outcome
@@ -28,6 +26,10 @@ from email_outbox.models import ClaimedEmail
 from email_outbox.ratelimit import TokenBucket
 from email_outbox.repository import OutboxRepository
 from email_outbox.routines import check_drift
+from email_outbox.stats import WorkerStats
+
+if TYPE_CHECKING:
+    from email_outbox.metrics import MetricsServer
 
 log = logging.getLogger("email_outbox.worker")
 
@@ -46,42 +48,6 @@ REQUIRED_PROCEDURES = frozenset(
 )
 TRANSIENT_RETRIES = 5
 MIN_IDLE_SECONDS = 0.02
-
-
-@dataclass
-class WorkerStats:
-    """What the replica did; read by the metrics endpoint and logged at exit."""
-
-    outcomes: Counter[str] = field(default_factory=Counter)
-    finalize: Counter[str] = field(default_factory=Counter)
-    db_errors: Counter[str] = field(default_factory=Counter)
-    claims: int = 0
-    claimed_rows: int = 0
-    # Recent samples only: a replica runs for weeks, so these must not grow without bound.
-    claim_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=1000))
-    send_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=1000))
-    throttle_events: int = 0
-    pause_events: int = 0
-    in_flight: int = 0
-    last_db_success: float = 0.0
-    last_loop: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, counter: str, key: str, n: int = 1) -> None:
-        with self.lock:
-            getattr(self, counter)[key] += n
-
-    def snapshot(self) -> dict[str, Any]:
-        with self.lock:
-            return {
-                "outcomes": dict(self.outcomes),
-                "finalize": dict(self.finalize),
-                "db_errors": dict(self.db_errors),
-                "claims": self.claims,
-                "claimed_rows": self.claimed_rows,
-                "throttle_events": self.throttle_events,
-                "pause_events": self.pause_events,
-            }
 
 
 class Sender(Protocol):
@@ -111,6 +77,7 @@ class Worker:
         self._pause_until = 0.0
         self._local = threading.local()
         self._signals = 0
+        self.metrics_server: MetricsServer | None = None
 
     # --- connections ----------------------------------------------------------------------------
     def _repo(self) -> OutboxRepository:
@@ -223,7 +190,29 @@ class Worker:
             self._slots.notify_all()
 
     # --- the loop ---------------------------------------------------------------------------------
+    def start_metrics(self) -> None:
+        from email_outbox.metrics import start_metrics
+
+        c = self.config
+        assert c.metrics_port is not None
+        self.metrics_server, _ = start_metrics(
+            self.stats,
+            c.worker_id,
+            self._open_repository,
+            self.stopping,
+            host=c.metrics_host,
+            port=c.metrics_port,
+            stats_interval=c.stats_interval,
+            stale_after=c.health_stale_seconds,
+        )
+        log.info(
+            "metrics and health served",
+            extra={"metrics_url": f"http://{c.metrics_host}:{self.metrics_server.port}/metrics"},
+        )
+
     def run(self) -> int:
+        if self.config.metrics_port is not None:
+            self.start_metrics()
         self.wait_for_database()
         if self.stopping.is_set():
             return 0
@@ -271,6 +260,8 @@ class Worker:
                 idle = min(idle * 2, self.config.poll_interval)
         finally:
             self._drain(executor)
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
         log.info("worker stopped", extra={"stats": self.stats.snapshot()})
         return 0
 
@@ -290,10 +281,7 @@ class Worker:
         with self._slots:
             self._in_flight += len(claimed)
             self.stats.in_flight = self._in_flight
-        with self.stats.lock:
-            self.stats.claims += 1
-            self.stats.claimed_rows += len(claimed)
-            self.stats.claim_sizes.append(len(claimed))
+        self.stats.record_claim(len(claimed))
         for email in claimed:
             log.info(
                 "claimed",
@@ -336,9 +324,7 @@ class Worker:
             started = time.monotonic()
             decision = self.sender.send(email)
             elapsed = time.monotonic() - started
-            with self.stats.lock:
-                self.stats.outcomes[decision.outcome.value] += 1
-                self.stats.send_seconds.append(elapsed)
+            self.stats.record_send(decision.outcome.value, elapsed)
             self._act(email, token, deadline, decision)
         except Exception:
             # Never lose the row silently: it stays Processing and the sweep moves it to
@@ -453,7 +439,7 @@ class Worker:
 
     def _observed_rate(self) -> float:
         with self.stats.lock:
-            recent = list(self.stats.send_seconds)[-50:]
+            recent = list(self.stats.recent_send_seconds)[-50:]
         return len(recent) / max(sum(recent), 1e-3) * self.config.concurrency if recent else 1.0
 
     def _finalize(

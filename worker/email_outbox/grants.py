@@ -1,0 +1,111 @@
+"""Least-privilege grants: three roles, each a list of procedures it may EXECUTE (and, for operators,
+SELECT on the two tables). No role gets a table write privilege: every procedure runs SQL SECURITY
+DEFINER, so the procedures are the only door to a change.
+
+Direct grants to accounts rather than SQL roles, because MySQL 8 and MariaDB differ on roles (default
+roles, SET ROLE) and a direct grant behaves the same on both (DESIGN.md section 5).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from email_outbox.errors import InvalidInput
+
+ENQUEUER_PROCEDURES = ("email_enqueue",)
+
+WORKER_PROCEDURES = (
+    "email_claim_batch",
+    "email_claimable_candidates",
+    "email_try_claim",
+    "email_sweep_stale_leases",
+    "email_extend_lease",
+    "email_finalize_sent",
+    "email_finalize_failure",
+    "email_finalize_unknown",
+    "email_release_claim",
+    # The queue-depth gauge of /metrics.
+    "email_outbox_stats",
+)
+
+OPERATOR_PROCEDURES = (
+    "email_requeue_unknown_outcome",
+    "email_resolve_unknown_outcome",
+    "email_outbox_stats",
+    "email_purge_bodies",
+    "email_sweep_stale_leases",
+    # `email-outbox enqueue`, the ad-hoc send.
+    "email_enqueue",
+)
+
+OPERATOR_TABLES = ("email_delivery_attempts", "email_delivery_events")
+
+ROLES: dict[str, tuple[str, ...]] = {
+    "enqueuer": ENQUEUER_PROCEDURES,
+    "worker": WORKER_PROCEDURES,
+    "operator": OPERATOR_PROCEDURES,
+}
+
+# user@host as MySQL spells an account; the host part defaults to '%'.
+_ACCOUNT = re.compile(r"^'?(?P<user>[^'@]{1,80})'?(?:@'?(?P<host>[^'@]{1,255})'?)?$")
+
+
+@dataclass(frozen=True)
+class Account:
+    user: str
+    host: str = "%"
+
+    @classmethod
+    def parse(cls, text: str) -> Account:
+        match = _ACCOUNT.match(text.strip())
+        if not match:
+            raise InvalidInput(f"account must be user or user@host (got {text!r})")
+        return cls(match.group("user"), match.group("host") or "%")
+
+    def sql(self) -> str:
+        return f"{_quote_string(self.user)}@{_quote_string(self.host)}"
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}"
+
+
+def _quote_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _quote_ident(value: str) -> str:
+    return "`" + value.replace("`", "``") + "`"
+
+
+def grant_statements(role: str, account: Account, database: str) -> list[str]:
+    """The GRANT statements that give `account` exactly `role`'s privileges on `database`."""
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)} (got {role!r})")
+    db = _quote_ident(database)
+    statements = [
+        f"GRANT EXECUTE ON PROCEDURE {db}.{_quote_ident(name)} TO {account.sql()}" for name in ROLES[role]
+    ]
+    if role == "operator":
+        statements += [f"GRANT SELECT ON {db}.{_quote_ident(t)} TO {account.sql()}" for t in OPERATOR_TABLES]
+    return statements
+
+
+def apply_grants(
+    cursor: Any,
+    role: str,
+    account: Account,
+    database: str,
+    *,
+    create_password: str | None = None,
+) -> list[str]:
+    """Run the grants (creating the account first when a password is given). Returns what ran."""
+    statements = []
+    if create_password is not None:
+        cursor.execute(f"CREATE USER IF NOT EXISTS {account.sql()} IDENTIFIED BY %s", (create_password,))
+        statements.append(f"CREATE USER IF NOT EXISTS {account.sql()} IDENTIFIED BY '***'")
+    for statement in grant_statements(role, account, database):
+        cursor.execute(statement)
+        statements.append(statement)
+    return statements
