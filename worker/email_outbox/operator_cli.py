@@ -23,7 +23,6 @@ from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, DeliveryRow, Status
 from email_outbox.repository import OutboxRepository
 
-
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
