@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from email_outbox.devtools.dbserver import free_port
 from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
 from tests.harness import TestServer, start_private_test_server
-from tests.worker_harness import account, counts, drained, spawn_worker, wait_until
+from tests.worker_harness import account, counts, drained, metric, scrape, spawn_worker, wait_until
 
 FAST = {"lease_seconds": 6, "ses_connect_timeout": 1, "ses_read_timeout": 2}
 
@@ -114,7 +115,8 @@ def test_worker_stalled_past_its_lease_is_swept_and_its_late_finalize_refused(
     """SES (or the replica) slower than the lease: the row is swept; the late answer changes nothing."""
     enqueue(repo, 1, prefix="slow")
     endpoint.set_faults(FaultRule("hold_after_accept"))
-    slow = spawn_worker(dsn, endpoint.url, tmp_path, "slow", concurrency=1, **FAST)
+    port = free_port()
+    slow = spawn_worker(dsn, endpoint.url, tmp_path, "slow", concurrency=1, metrics_port=port, **FAST)
     wait_until(lambda: len(endpoint.accepted()) == 1, 30, "the send to reach the endpoint")
     slow.proc.send_signal(signal.SIGSTOP)  # the replica stalls with the send open
     sweeper = spawn_worker(dsn, endpoint.url, tmp_path, "sweeper", concurrency=1, **FAST)
@@ -123,6 +125,8 @@ def test_worker_stalled_past_its_lease_is_swept_and_its_late_finalize_refused(
         endpoint.state.released.set()
         slow.proc.send_signal(signal.SIGCONT)
         wait_until(lambda: "finalize refused" in slow.log(), 30, "the late finalize to be refused")
+        # The refusal is what the stale-claimant alert watches.
+        assert metric(scrape(port), "email_outbox_finalize_total", result="stale_claimant") == 1
     finally:
         slow.proc.send_signal(signal.SIGCONT)
         assert slow.terminate() == 0 and sweeper.terminate() == 0

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,7 @@ from email_outbox.devtools.ses_endpoint import SesEndpoint
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
@@ -118,3 +122,33 @@ def account(repo: OutboxRepository, endpoint: SesEndpoint, expected_rows: int) -
     )
     print(f"accounting: {result}")
     return result
+
+
+# --- the worker's /metrics and /healthz -----------------------------------------------------------
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(port: int) -> Samples:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def health(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            json.loads(response.read())
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        json.loads(exc.read())
+        return int(exc.code)
+    except OSError:
+        return 0
+
+
+def metric(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)

@@ -22,6 +22,7 @@ from email_outbox.backoff import retry_delay_seconds
 from email_outbox.classify import Decision, Outcome
 from email_outbox.config import WorkerConfig
 from email_outbox.errors import DatabaseUnavailable, OutboxError, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.grants import WORKER_PROCEDURES
 from email_outbox.models import ClaimedEmail
 from email_outbox.ratelimit import TokenBucket
 from email_outbox.repository import OutboxRepository
@@ -147,7 +148,7 @@ class Worker:
             )
         try:
             cursor = repo.connection.cursor()
-            drift = check_drift(cursor)
+            drift = check_drift(cursor, only=WORKER_PROCEDURES)
             cursor.close()
             if not drift.clean:
                 log.warning(

@@ -1,0 +1,115 @@
+"""/metrics and /healthz of a real worker process, scraped over HTTP during and after a real run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from email_outbox.devtools.dbserver import free_port
+from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.models import Status
+from email_outbox.repository import OutboxRepository
+from email_outbox.stats import Distribution
+
+from tests.harness import TestServer, start_private_test_server
+from tests.helpers import enqueue_many
+from tests.worker_harness import account, drained, health, metric, scrape, spawn_worker, wait_until
+
+
+def test_distribution_is_cumulative_with_le_semantics() -> None:
+    d = Distribution((1.0, 2.0))
+    for value in (0.5, 1.0, 1.5, 7.0):
+        d.observe(value)
+    assert d.cumulative() == [("1.0", 2), ("2.0", 3), ("+Inf", 4)]
+    assert d.count == 4 and d.total == 10.0
+
+
+def test_counters_match_what_happened(dsn: DatabaseDsn, repo: OutboxRepository, tmp_path: Path) -> None:
+    enqueue_many(repo, 40, prefix="ok")
+    for i in range(5):
+        repo.enqueue(f"rej-{i}", f"reject-{i}@example.com", "s", text_body="x")
+    with SesEndpoint() as endpoint:
+        endpoint.set_faults(FaultRule("throttle", remaining=3, match="user"))
+        port = free_port()
+        worker = spawn_worker(
+            dsn, endpoint.url, tmp_path, "metered", concurrency=4, metrics_port=port,
+            stats_interval=0.2, throttle_delay_seconds=0,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: health(port) == 200, 30, "the worker to report healthy")
+            wait_until(lambda: drained(repo), 90, "the outbox to drain")
+            # The queue gauge is read every 0.2 s: wait until it has seen the drained outbox.
+            wait_until(
+                lambda: metric(scrape(port), "email_outbox_queue_depth", status="Sent") == 40,
+                30,
+                "the queue-depth gauge to catch up",
+            )
+            samples = scrape(port)
+            assert health(port) == 200
+        finally:
+            assert worker.terminate() == 0
+        result = account(repo, endpoint, 45)
+
+    assert result.by_status[Status.SENT] == 40 and result.by_status[Status.FAILED] == 5
+    assert metric(samples, "email_outbox_sends_total", outcome="accepted") == 40
+    assert metric(samples, "email_outbox_sends_total", outcome="permanent") == 5
+    assert metric(samples, "email_outbox_sends_total", outcome="throttled") == 3
+    assert metric(samples, "email_outbox_finalize_total", result="sent") == 40
+    assert metric(samples, "email_outbox_finalize_total", result="failed") == 5
+    assert metric(samples, "email_outbox_finalize_total", result="released") == 3
+    assert metric(samples, "email_outbox_throttle_events_total") == 3
+    assert metric(samples, "email_outbox_claimed_rows_total") == 48, "45 rows, 3 claimed twice"
+    assert metric(samples, "email_outbox_send_seconds_count") == 48
+    assert metric(samples, "email_outbox_send_seconds_bucket", le="+Inf") == 48
+    assert metric(samples, "email_outbox_claim_batch_size_sum") == 48
+    assert metric(samples, "email_outbox_claim_batch_size_count") == metric(
+        samples, "email_outbox_claims_total"
+    )
+    assert metric(samples, "email_outbox_in_flight") == 0
+    assert metric(samples, "email_outbox_queue_depth", status="Failed") == 5
+    assert metric(samples, "email_outbox_queue_depth", status="Pending") == 0
+    assert metric(samples, "email_outbox_oldest_due_age_seconds") == 0
+    assert metric(samples, "email_outbox_worker_info", worker_id="metered") == 1
+
+
+@pytest.fixture
+def killable_server() -> Iterator[TestServer]:
+    server = start_private_test_server()
+    yield server
+    server.close()
+
+
+def test_healthz_turns_503_while_the_database_is_down_and_back_to_200(
+    killable_server: TestServer, tmp_path: Path
+) -> None:
+    dsn = killable_server.migrated_database("email_outbox_health")
+    assert killable_server.private is not None
+    port = free_port()
+    with SesEndpoint() as endpoint:
+        worker = spawn_worker(
+            dsn, endpoint.url, tmp_path, "health", metrics_port=port, health_stale_seconds=1
+        )
+        try:
+            wait_until(lambda: health(port) == 200, 30, "healthy at start")
+            killable_server.private.kill()
+            wait_until(lambda: health(port) == 503, 30, "503 with the database gone")
+            samples = scrape(port)
+            assert metric(samples, "email_outbox_db_errors_total", kind="unavailable") >= 1
+            killable_server.private.start()
+            wait_until(lambda: health(port) == 200, 60, "healthy again after the restart")
+        finally:
+            assert worker.terminate() == 0
+
+
+def test_healthz_is_503_before_the_database_ever_answered(tmp_path: Path) -> None:
+    port = free_port()
+    nowhere = DatabaseDsn("root", "", "127.0.0.1", free_port(), "email_outbox")
+    worker = spawn_worker(nowhere, "http://127.0.0.1:9", tmp_path, "nodb", metrics_port=port)
+    try:
+        wait_until(lambda: health(port) != 0, 30, "the metrics server to answer")
+        assert health(port) == 503
+        assert worker.proc.poll() is None, "a missing database stops claiming, not the process"
+    finally:
+        assert worker.terminate() == 0

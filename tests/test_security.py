@@ -1,0 +1,175 @@
+"""Least privilege against the real server: each role can make exactly its calls, and every refusal
+is the server's own privilege error. The procedures (SQL SECURITY DEFINER) are the only door."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import mysql.connector
+import pytest
+from email_outbox.cli import main
+from email_outbox.devtools.ses_endpoint import SesEndpoint
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.errors import AccessDenied
+from email_outbox.grants import OPERATOR_PROCEDURES, WORKER_PROCEDURES, Account, grant_statements
+from email_outbox.models import Status
+from email_outbox.repository import OutboxRepository
+
+from tests.harness import TestServer
+from tests.helpers import enqueue_many, token
+from tests.worker_harness import account, drained, spawn_worker, wait_until
+
+ER_TABLEACCESS_DENIED = 1142
+ER_PROCACCESS_DENIED = 1370
+PASSWORD = "s3cret-Pass"
+
+
+@pytest.fixture
+def accounts(server: TestServer, dsn: DatabaseDsn) -> Iterator[dict[str, DatabaseDsn]]:
+    """Three fresh accounts, created and granted by `email-outbox grant`, dropped afterwards."""
+    suffix = uuid.uuid4().hex[:8]
+    made: dict[str, DatabaseDsn] = {}
+    os.environ["TEST_ROLE_PASSWORD"] = PASSWORD
+    try:
+        for role in ("enqueuer", "worker", "operator"):
+            user = f"eo_{role}_{suffix}"
+            code = main(
+                [
+                    "grant",
+                    role,
+                    f"{user}@%",
+                    "--dsn",
+                    dsn.url(),
+                    "--create",
+                    "--password-env",
+                    "TEST_ROLE_PASSWORD",
+                ]
+            )
+            assert code == 0
+            made[role] = DatabaseDsn(user, PASSWORD, dsn.host, dsn.port, dsn.database, dsn.unix_socket)
+        yield made
+    finally:
+        del os.environ["TEST_ROLE_PASSWORD"]
+        conn = server.admin_connection()
+        cursor = conn.cursor()
+        for account_dsn in made.values():
+            cursor.execute(f"DROP USER IF EXISTS '{account_dsn.user}'@'%'")
+        conn.close()
+
+
+def raw(dsn: DatabaseDsn) -> mysql.connector.MySQLConnection:
+    return mysql.connector.connect(**dsn.connect_args(), autocommit=True)  # type: ignore[return-value]
+
+
+def refused(dsn: DatabaseDsn, sql: str, errno: int) -> None:
+    conn = raw(dsn)
+    try:
+        cursor = conn.cursor()
+        with pytest.raises(mysql.connector.Error) as info:
+            cursor.execute(sql)
+            cursor.fetchall()
+        assert info.value.errno == errno, f"{sql}: {info.value}"
+    finally:
+        conn.close()
+
+
+WRITES = (
+    "UPDATE email_delivery_attempts SET status = 'Sent'",
+    "DELETE FROM email_delivery_attempts",
+    "INSERT INTO email_delivery_attempts (notification_id, to_address, subject, max_attempts,"
+    " next_attempt_at, created_at, updated_at) VALUES ('x', 'a@b.c', 's', 1, NOW(), NOW(), NOW())",
+    "DELETE FROM email_delivery_events",
+)
+
+
+def test_grant_print_shows_exactly_the_role(dsn: DatabaseDsn, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["grant", "worker", "w@10.0.0.%", "--dsn", dsn.url(), "--print"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(WORKER_PROCEDURES)
+    assert all(line.startswith("GRANT EXECUTE ON PROCEDURE") and "'w'@'10.0.0.%'" in line for line in lines)
+    operator = grant_statements("operator", Account.parse("ops"), "outbox")
+    assert sum("GRANT SELECT" in s for s in operator) == 2
+    assert not any("UPDATE" in s or "INSERT" in s or "DELETE" in s for s in operator)
+
+
+def test_worker_account_runs_the_worker_and_nothing_else(
+    accounts: dict[str, DatabaseDsn], repo: OutboxRepository, tmp_path: Path
+) -> None:
+    worker = accounts["worker"]
+    for sql in WRITES:
+        refused(worker, sql, ER_TABLEACCESS_DENIED)
+    refused(worker, "SELECT * FROM email_delivery_attempts", ER_TABLEACCESS_DENIED)
+    refused(worker, "CALL email_requeue_unknown_outcome(1, 'w', 'r')", ER_PROCACCESS_DENIED)
+    refused(worker, "CALL email_resolve_unknown_outcome(1, 'Sent', 'w', 'r', NULL)", ER_PROCACCESS_DENIED)
+    refused(
+        worker, "CALL email_enqueue('n', 'a@b.c', NULL, 's', 't', NULL, NULL, NULL)", ER_PROCACCESS_DENIED
+    )
+    refused(worker, "CALL email_purge_bodies(1, 10)", ER_PROCACCESS_DENIED)
+
+    # The allowed calls: a real worker process on this account delivers a batch end to end.
+    enqueue_many(repo, 20, prefix="least")
+    with SesEndpoint() as endpoint:
+        proc = spawn_worker(worker, endpoint.url, tmp_path, "least-priv", concurrency=4)
+        try:
+            wait_until(lambda: drained(repo), 60, "the worker account to deliver everything")
+        finally:
+            assert proc.terminate() == 0
+        result = account(repo, endpoint, 20)
+    assert result.by_status[Status.SENT] == 20
+    assert "differ from this release" not in proc.log(), "no false drift warning for an EXECUTE-only account"
+
+
+def test_enqueuer_can_only_enqueue(accounts: dict[str, DatabaseDsn], repo: OutboxRepository) -> None:
+    enqueuer = OutboxRepository.open(accounts["enqueuer"])
+    try:
+        result = enqueuer.enqueue("from-app-1", "ann@example.com", "Hello", text_body="hi")
+        assert result.affected == 1
+        with pytest.raises(AccessDenied):
+            enqueuer.claim_batch(token(), "app", 60, 10)
+        with pytest.raises(AccessDenied):
+            enqueuer.outbox_stats()
+        with pytest.raises(AccessDenied):
+            enqueuer.get_row(result.attempt_id)
+    finally:
+        enqueuer.close()
+    for sql in WRITES:
+        refused(accounts["enqueuer"], sql, ER_TABLEACCESS_DENIED)
+    assert repo.get_row(result.attempt_id).status is Status.PENDING
+
+
+def test_operator_reads_and_acts_but_cannot_claim_or_write(
+    accounts: dict[str, DatabaseDsn], repo: OutboxRepository, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (attempt_id,) = enqueue_many(repo, 1, prefix="ops")
+    t = token()
+    assert repo.try_claim(attempt_id, t, "w", 60) == 1
+    assert repo.finalize_unknown(attempt_id, t, "reset after send") == 1
+
+    operator = accounts["operator"]
+    url = operator.url()
+    assert main(["status", "--dsn", url]) == 0
+    assert main(["show", str(attempt_id), "--dsn", url]) == 0
+    assert main(["list", "--status", "UnknownOutcome", "--dsn", url]) == 0
+    assert main(["requeue", str(attempt_id), "--by", "ops", "--reason", "checked SES", "--dsn", url]) == 0
+    capsys.readouterr()
+    assert repo.get_row(attempt_id).status is Status.PENDING
+
+    refused(operator, f"CALL email_claim_batch('{token()}', 'ops', 60, 10)", ER_PROCACCESS_DENIED)
+    refused(operator, f"CALL email_try_claim({attempt_id}, '{token()}', 'ops', 60)", ER_PROCACCESS_DENIED)
+    refused(operator, f"CALL email_finalize_sent({attempt_id}, 'x', 'm')", ER_PROCACCESS_DENIED)
+    for sql in WRITES:
+        refused(operator, sql, ER_TABLEACCESS_DENIED)
+    assert set(OPERATOR_PROCEDURES).isdisjoint(
+        {"email_claim_batch", "email_try_claim", "email_finalize_sent"}
+    )
+
+
+def test_cli_says_access_denied_in_one_line(
+    accounts: dict[str, DatabaseDsn], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", "--dsn", accounts["enqueuer"].url()]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "denied" in err[0].lower()
