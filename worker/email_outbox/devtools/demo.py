@@ -16,6 +16,7 @@ from pathlib import Path
 
 import mysql.connector
 
+from email_outbox.cli import main as operator_main
 from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.devtools.ses_endpoint import SesEndpoint
 from email_outbox.dsn import DatabaseDsn
@@ -119,6 +120,11 @@ def main() -> int:
             f"endpoint accepted {sum(accepted.values())} messages for {len(accepted)} outbox ids;"
             f" sent more than once: {sum(1 for c in accepted.values() if c > 1)}"
         )
+        # What an operator sees afterwards: the status table, the rejected emails, one email's history.
+        for command in (["status"], ["list", "--status", "Failed", "--limit", "3"], ["show", "2"]):
+            print("\n$ email-outbox " + " ".join(command))
+            operator_main([*command, "--dsn", dsn.url()])
+        print()
         repo.close()
         ok = counts[Status.SENT] == len(accepted) == sum(accepted.values()) and all(c == 0 for c in codes)
         print("demo OK" if ok else "demo FAILED: the accounting does not add up")
