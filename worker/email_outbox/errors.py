@@ -6,7 +6,7 @@ OutboxError
  |    +-- SchemaNotInstalled  a procedure the caller needs is missing: run `email-outbox migrate`
  +-- AccessDenied          the account lacks the privilege (see docs/security.md for the roles)
  +-- DatabaseUnavailable   the server could not be reached or the connection was lost
- +-- TransientDatabaseError  deadlock (1213) or lock wait timeout (1205): safe to retry the call
+ +-- TransientDatabaseError  deadlock (1213), lock wait timeout (1205) or snapshot conflict (1020): safe to retry the call
  +-- ConfigError           a setting is missing or out of range
  +-- MigrationError        migrations could not be applied
 """

@@ -46,6 +46,9 @@ ER_LOCK_DEADLOCK = 1213
 # Database, table, column and routine privilege refusals. 1045 (bad password) is a connect failure.
 ACCESS_DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1370})
 ER_LOCK_WAIT_TIMEOUT = 1205
+# MariaDB with innodb_snapshot_isolation=ON: a locking read met a row changed after the snapshot.
+# The statement's transaction is rolled back, like a deadlock, and is safe to retry the same way.
+ER_CHECKREAD = 1020
 # Server going away or refusing work: a new connection (maybe later) is the remedy.
 CONNECTION_ERRNOS = frozenset(
     {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2003, 2006, 2013, 2055, 4031}
@@ -80,7 +83,7 @@ def translate_error(exc: mysql.connector.Error) -> OutboxError:
         )
     if errno in ACCESS_DENIED_ERRNOS:
         return AccessDenied(message)
-    if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT):
+    if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_CHECKREAD):
         return TransientDatabaseError(message)
     if errno in CONNECTION_ERRNOS or isinstance(
         exc, (mysql.connector.InterfaceError, mysql.connector.OperationalError)

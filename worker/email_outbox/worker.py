@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from email_outbox import failpoints
 from email_outbox.backoff import retry_delay_seconds
 from email_outbox.classify import Decision, Outcome
 from email_outbox.config import WorkerConfig
@@ -283,6 +284,8 @@ class Worker:
             self._in_flight += len(claimed)
             self.stats.in_flight = self._in_flight
         self.stats.record_claim(len(claimed))
+        if claimed:
+            failpoints.hit("after_claim")
         for email in claimed:
             log.info(
                 "claimed",
@@ -459,6 +462,8 @@ class Worker:
             "message_id": message_id,
         }
         losses: list[str] = []
+        failpoints.hit("before_finalize")
+        failpoints.hit_soon("during_finalize")
         try:
             affected = self._db(f"finalize_{kind}", op, deadline=deadline, losses=losses)
         except OutboxError as exc:

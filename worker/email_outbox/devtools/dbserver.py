@@ -56,7 +56,8 @@ class PrivateServer:
     process: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
-        self.base_dir = Path(self.base_dir)
+        # Absolute: the installer changes directory, so a relative datadir would land elsewhere.
+        self.base_dir = Path(self.base_dir).resolve()
         if not self.binary:
             found = find_server_binary()
             if not found:

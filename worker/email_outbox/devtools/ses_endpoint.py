@@ -74,6 +74,8 @@ class AcceptedMessage:
 class EndpointState:
     rules: list[FaultRule] = field(default_factory=list)
     accepted: list[AcceptedMessage] = field(default_factory=list)
+    # Accepted messages whose 200 is being held back right now (hold_after_accept).
+    holding: list[AcceptedMessage] = field(default_factory=list)
     requests: int = 0
     reject_prefix: str = "reject"
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -219,7 +221,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._reset()
             return
         if kind == "hold_after_accept" and rule:
+            with state.lock:
+                state.holding.append(message)
             state.released.wait(rule.seconds or None)
+            with state.lock:
+                state.holding.remove(message)
         self._json(200, {"MessageId": message.message_id})
 
 
@@ -227,6 +233,14 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     state: EndpointState
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (its read timeout) or was killed mid-request is part of the job.
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class SesEndpoint:
