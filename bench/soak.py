@@ -251,9 +251,11 @@ class Soak:
                     conn.commit()
                     with self.ledger.lock:
                         self.ledger.committed.update(ids)
-            except mysql.connector.Error as exc:
+            # Not only mysql.connector.Error: the C extension's commit() raises its raw
+            # _mysql_connector.MySQLInterfaceError when the connection dies under the COMMIT.
+            except Exception as exc:
                 with self.ledger.lock:
-                    self.ledger.enqueue_errors[f"{stage}:{getattr(exc, 'errno', '?')}"] += 1
+                    self.ledger.enqueue_errors[f"{stage}:{getattr(exc, 'errno', type(exc).__name__)}"] += 1
                     if stage == "commit":
                         self.ledger.in_doubt[txn] = ids
                     else:
