@@ -1,0 +1,669 @@
+"""Throughput benchmark: the outbox beside the bare SES send loop, measured in one run.
+
+Starts a private database server with durable settings (innodb_flush_log_at_trx_commit=1) and the
+local SES endpoint in a process of its own (with a configurable latency), then measures:
+
+- the outbox: N emails enqueued, R worker replicas with concurrency C, until drained. It reports
+  emails/s, enqueue-to-sent latency p50/p99 (paced run), database statements per email, worker CPU
+  ms per email, empty claims per email, and peak RSS per replica.
+- baseline 1, the bare loop: plain boto3 send_email from R processes x C threads, no database;
+- baseline 2, the per-row claim path of the original design (candidates, then email_try_claim per
+  row) against email_claim_batch, at R = 1, 2, 4, 8: emails/s and lost claim races per email;
+- baseline 3, the database path alone: claim and finalize, no provider call;
+- baseline 4, enqueue: CALL email_enqueue per second on 1 and 8 connections, one transaction each;
+- table size: claim latency with 10k and with 1M terminal rows already in the table.
+
+    .venv/bin/python bench/throughput.py                 # the full run; writes docs/performance.md
+    .venv/bin/python bench/throughput.py --tiny          # the few-hundred-email run of `make test`
+
+Benchmarks print figures. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import mysql.connector
+from email_outbox.devtools.dbserver import PrivateServer, free_port
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.migrate import migrate
+from email_outbox.repository import OutboxRepository
+
+ROOT = Path(__file__).resolve().parents[1]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Endpoint:
+    """The local SES endpoint in a process of its own, so its work is not charged to the harness."""
+
+    def __init__(self, latency: float) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "email_outbox.devtools.ses_endpoint", "--port", str(self.port),
+             "--latency", str(latency)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(self.url + "/_control/health", timeout=1).read()
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the SES endpoint did not start")
+
+    def accepted_count(self) -> int:
+        with urllib.request.urlopen(self.url + "/_control/accepted", timeout=30) as r:
+            return len(json.loads(r.read()))
+
+    def reset(self) -> None:
+        req = urllib.request.Request(self.url + "/_control/reset", method="POST", data=b"")
+        urllib.request.urlopen(req, timeout=10).read()
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def aws_env(endpoint_url: str) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL_SESV2": endpoint_url,
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+    }
+
+
+@dataclass
+class Bench:
+    server: PrivateServer
+    admin: Any = None
+    names: Iterator[int] = field(default_factory=lambda: iter(range(1, 10**9)))
+
+    def fresh_database(self) -> DatabaseDsn:
+        name = f"bench_{next(self.names)}"
+        conn = mysql.connector.connect(host="127.0.0.1", port=self.server.port, user="root", autocommit=True)
+        cur = conn.cursor()
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        conn.close()
+        dsn = DatabaseDsn.parse(self.server.dsn(name))
+        migrate(dsn)
+        return dsn
+
+    def status(self, name: str) -> int:
+        conn = mysql.connector.connect(host="127.0.0.1", port=self.server.port, user="root")
+        cur = conn.cursor()
+        cur.execute("SHOW GLOBAL STATUS LIKE %s", (name,))
+        row = cur.fetchone()
+        conn.close()
+        return int(row[1]) if row else 0  # type: ignore[index, arg-type]
+
+
+def enqueue_bulk(
+    dsn: DatabaseDsn, n: int, prefix: str, per_commit: int = 200, connections: int = 4, hold: bool = False
+) -> None:
+    """n emails through email_enqueue; with `hold` they are due an hour from now (see make_due)."""
+    send_after = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=1) if hold else None
+
+    def part(k: int) -> None:
+        conn = mysql.connector.connect(**dsn.connect_args(), autocommit=False)
+        cur = conn.cursor()
+        for start in range(k, n, connections * per_commit):
+            conn.start_transaction()
+            for i in range(start, min(start + per_commit, n)):
+                cur.execute(
+                    "CALL email_enqueue(%s, %s, NULL, %s, %s, NULL, NULL, %s)",
+                    (f"{prefix}-{i}", f"user{i}@example.com", f"subject {i}", "hello", send_after),
+                )
+                cur.fetchall()
+                while cur.nextset():
+                    pass
+            conn.commit()
+        conn.close()
+
+    with ThreadPoolExecutor(connections) as pool:
+        list(pool.map(part, [i * per_commit for i in range(connections)]))
+
+
+def make_due(dsn: DatabaseDsn) -> None:
+    """A benchmark fixture, not a transition: make every held row due now, so timing starts with the
+    workers already up (their start-up is not charged to the outbox; the bare loop's is not either)."""
+    conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+    cur = conn.cursor()
+    cur.execute(
+        "UPDATE email_delivery_attempts SET next_attempt_at = UTC_TIMESTAMP(6) WHERE status = 'Pending'"
+    )
+    conn.close()
+
+
+def open_count(dsn: DatabaseDsn) -> int:
+    conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+    cur = conn.cursor()
+    cur.execute(
+        "SELECT COUNT(*) FROM email_delivery_attempts WHERE status IN ('Pending','Retrying','Processing')"
+    )
+    (n,) = cur.fetchone()  # type: ignore[misc]
+    conn.close()
+    return int(n)
+
+
+def wait_drained(dsn: DatabaseDsn, timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    while open_count(dsn) > 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the outbox did not drain")
+        time.sleep(0.05)
+
+
+# --- the outbox run --------------------------------------------------------------------------------
+@dataclass
+class OutboxRun:
+    replicas: int
+    concurrency: int
+    latency_ms: float
+    emails: int
+    emails_per_s: float
+    statements_per_email: float
+    calls_per_email: float
+    cpu_ms_per_email: float
+    empty_claims_per_email: float
+    peak_rss_mb: float
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+
+
+def spawn_workers(
+    dsn: DatabaseDsn, endpoint: Endpoint, replicas: int, concurrency: int, log_dir: Path
+) -> list[tuple[subprocess.Popen[bytes], int]]:
+    procs = []
+    for r in range(replicas):
+        port = free_port()
+        env = {**os.environ, **aws_env(endpoint.url), "EMAIL_OUTBOX_DSN": dsn.url(),
+               "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com"}  # fmt: skip
+        log = open(log_dir / f"worker-{r}.log", "wb")  # noqa: SIM115 - lives with the process
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "email_outbox.cli", "worker", "--worker-id", f"bench-{r}",
+             "--concurrency", str(concurrency), "--batch-size", str(concurrency), "--poll-interval", "0.05",
+             "--metrics-port", str(port), "--stats-interval", "3600"],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        procs.append((proc, port))
+    return procs
+
+
+def scrape(port: int) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            key = s.name + "".join(f"[{k}={v}]" for k, v in sorted(s.labels.items()))
+            out[key] = s.value
+    return out
+
+
+def wait_ready(procs: list[tuple[subprocess.Popen[bytes], int]]) -> None:
+    deadline = time.monotonic() + 60
+    for _, port in procs:
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("workers did not become healthy")
+            time.sleep(0.05)
+
+
+def stop_workers(procs: list[tuple[subprocess.Popen[bytes], int]]) -> None:
+    for proc, _ in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc, _ in procs:
+        proc.wait(timeout=60)
+
+
+def run_outbox(
+    bench: Bench,
+    latency: float,
+    replicas: int,
+    concurrency: int,
+    emails: int,
+    log_dir: Path,
+    paced_rate: float = 0.0,
+) -> OutboxRun:
+    dsn = bench.fresh_database()
+    endpoint = Endpoint(latency)
+    try:
+        enqueue_bulk(dsn, emails, "bulk", hold=True)
+        procs = spawn_workers(dsn, endpoint, replicas, concurrency, log_dir)
+        wait_ready(procs)
+        cpu0 = {p.pid: proc_cpu_seconds(p.pid) for p, _ in procs}
+        q0, c0 = bench.status("Questions"), bench.status("Com_call_procedure")
+        make_due(dsn)
+        started = time.monotonic()
+        wait_drained(dsn)
+        elapsed = time.monotonic() - started
+        q1, c1 = bench.status("Questions"), bench.status("Com_call_procedure")
+        cpu = sum(proc_cpu_seconds(p.pid) - cpu0[p.pid] for p, _ in procs)
+        rss = max(proc_peak_rss_mb(p.pid) for p, _ in procs)
+        metrics = [scrape(port) for _, port in procs]
+        empty = sum(m.get("email_outbox_claim_batch_size_bucket[le=0.0]", 0.0) for m in metrics)
+        p50 = p99 = None
+        if paced_rate:
+            p50, p99 = paced_latency(dsn, paced_rate, min(emails, int(paced_rate * 10)))
+        stop_workers(procs)
+        assert endpoint.accepted_count() >= emails
+        return OutboxRun(
+            replicas, concurrency, latency * 1000, emails, emails / elapsed, (q1 - q0) / emails,
+            (c1 - c0) / emails, cpu * 1000 / emails, empty / emails, rss, p50, p99,
+        )  # fmt: skip
+    finally:
+        endpoint.close()
+
+
+def paced_latency(dsn: DatabaseDsn, rate: float, n: int) -> tuple[float, float]:
+    """Enqueue at a steady rate into a running outbox: enqueue-to-sent latency, database clock."""
+    conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+    cur = conn.cursor()
+    start = time.monotonic()
+    for i in range(n):
+        cur.execute(
+            "CALL email_enqueue(%s, 'p@example.com', NULL, 's', 't', NULL, NULL, NULL)", (f"paced-{i}",)
+        )
+        cur.fetchall()
+        while cur.nextset():
+            pass
+        delay = start + (i + 1) / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    wait_drained(dsn)
+    cur.execute(
+        "SELECT TIMESTAMPDIFF(MICROSECOND, created_at, sent_at) / 1000 FROM email_delivery_attempts"
+        " WHERE notification_id LIKE 'paced-%' AND status = 'Sent'"
+    )
+    values = [float(r[0]) for r in cur.fetchall()]  # type: ignore[index, arg-type]
+    conn.close()
+    return percentile(values, 50), percentile(values, 99)
+
+
+# --- baseline 1: the bare loop ---------------------------------------------------------------------
+def _bare_process(endpoint_url: str, threads: int, n: int, offset: int, ready: Any, go: Any) -> None:
+    import boto3
+    from botocore.config import Config
+
+    os.environ.update(aws_env(endpoint_url))
+    client = boto3.client(
+        "sesv2",
+        region_name="us-east-1",  # boto3 reads AWS_DEFAULT_REGION, not AWS_REGION (DESIGN.md section 5)
+        config=Config(
+            retries={"total_max_attempts": 1},
+            max_pool_connections=threads,
+            connect_timeout=5,
+            read_timeout=20,
+        ),
+    )
+    ready.release()
+    go.wait()
+
+    def send(i: int) -> None:
+        client.send_email(
+            FromEmailAddress="shop@example.com",
+            Destination={"ToAddresses": [f"user{i}@example.com"]},
+            Content={"Simple": {"Subject": {"Data": f"subject {i}"}, "Body": {"Text": {"Data": "hello"}}}},
+            EmailTags=[{"Name": "outbox_id", "Value": str(i)}],
+        )
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(send, range(offset, offset + n)))
+
+
+def run_bare(latency: float, replicas: int, concurrency: int, emails: int) -> float:
+    endpoint = Endpoint(latency)
+    ctx = mp.get_context("fork")
+    ready, go = ctx.Semaphore(0), ctx.Event()
+    share = emails // replicas
+    procs = [
+        ctx.Process(target=_bare_process, args=(endpoint.url, concurrency, share, r * share, ready, go))
+        for r in range(replicas)
+    ]
+    try:
+        for p in procs:
+            p.start()
+        for _ in procs:
+            if not ready.acquire(timeout=60):
+                raise RuntimeError("a bare-loop process did not start")
+        started = time.monotonic()
+        go.set()
+        for p in procs:
+            p.join()
+        elapsed = time.monotonic() - started
+        if any(p.exitcode for p in procs):
+            raise RuntimeError("a bare-loop process failed")
+        return share * replicas / elapsed
+    finally:
+        endpoint.close()
+
+
+# --- baselines 2 and 3: the claim paths, database only ---------------------------------------------
+def _claim_process(dsn_url: str, path: str, batch: int, counts: Any, lost: Any, ready: Any, go: Any) -> None:
+    repo = OutboxRepository.open(DatabaseDsn.parse(dsn_url))
+    me = f"db-{os.getpid()}"
+    ready.release()
+    go.wait()
+    done = races = 0
+    idle = 0
+    while idle < 3:
+        if path == "batch":
+            token = uuid.uuid4().hex
+            rows = repo.claim_batch(token, me, 60, batch)
+            claimed = [(r.id, token) for r in rows]
+        else:
+            claimed = []
+            for c in repo.claimable_candidates(batch):
+                token = uuid.uuid4().hex
+                if repo.try_claim(c.id, token, me, 60) == 1:
+                    claimed.append((c.id, token))
+                else:
+                    races += 1
+        if not claimed:
+            idle += 1
+            continue
+        idle = 0
+        for attempt_id, token in claimed:
+            repo.finalize_sent(attempt_id, token, "m-" + token[:8])
+        done += len(claimed)
+    with counts.get_lock():
+        counts.value += done
+    with lost.get_lock():
+        lost.value += races
+    repo.close()
+
+
+@dataclass
+class ClaimRun:
+    path: str
+    replicas: int
+    emails_per_s: float
+    lost_per_email: float
+
+
+def run_claim_path(bench: Bench, path: str, replicas: int, emails: int, batch: int = 8) -> ClaimRun:
+    dsn = bench.fresh_database()
+    enqueue_bulk(dsn, emails, "db")
+    ctx = mp.get_context("fork")
+    counts, lost = ctx.Value("l", 0), ctx.Value("l", 0)
+    ready, go = ctx.Semaphore(0), ctx.Event()
+    procs = [
+        ctx.Process(target=_claim_process, args=(dsn.url(), path, batch, counts, lost, ready, go))
+        for _ in range(replicas)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        if not ready.acquire(timeout=60):
+            raise RuntimeError("a claim-path process did not start")
+    started = time.monotonic()
+    go.set()
+    for p in procs:
+        p.join()
+    elapsed = time.monotonic() - started
+    assert counts.value == emails, f"{path}: {counts.value} of {emails} finalized"
+    return ClaimRun(path, replicas, emails / elapsed, lost.value / emails)
+
+
+# --- baseline 4: enqueue -----------------------------------------------------------------------------
+def run_enqueue(bench: Bench, connections: int, seconds: float) -> float:
+    dsn = bench.fresh_database()
+    stop = threading.Event()
+    made = [0] * connections
+
+    def loop(k: int) -> None:
+        conn = mysql.connector.connect(**dsn.connect_args(), autocommit=False)
+        cur = conn.cursor()
+        i = 0
+        while not stop.is_set():
+            conn.start_transaction()
+            cur.execute(
+                "CALL email_enqueue(%s, 'a@example.com', NULL, 's', 't', NULL, NULL, NULL)", (f"enq-{k}-{i}",)
+            )
+            cur.fetchall()
+            while cur.nextset():
+                pass
+            conn.commit()
+            i += 1
+        made[k] = i
+        conn.close()
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(connections)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return sum(made) / seconds
+
+
+# --- table size --------------------------------------------------------------------------------------
+FILL_COLUMNS = (
+    "notification_id, to_address, subject, text_body, status, attempt_count, max_attempts,"
+    " next_attempt_at, sent_at, provider_message_id, created_at, updated_at"
+)
+FILL_VALUES = (
+    "CONCAT('hist-', {start} + seq), 'old@example.com', 's', 't', 'Sent', 1, 5,"
+    " UTC_TIMESTAMP(6) - INTERVAL 30 DAY, UTC_TIMESTAMP(6) - INTERVAL 30 DAY, 'm',"
+    " UTC_TIMESTAMP(6) - INTERVAL 30 DAY, UTC_TIMESTAMP(6) - INTERVAL 30 DAY"
+)
+
+
+def fill_terminal_rows(dsn: DatabaseDsn, n: int) -> None:
+    """History rows straight into the table (a fixture, not a transition): Sent, a month ago."""
+    conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+    cur = conn.cursor()
+    cur.execute("SELECT VERSION()")
+    mariadb = "mariadb" in str(cur.fetchone()[0]).lower()  # type: ignore[index]
+    chunk = 50_000
+    for start in range(0, n, chunk):
+        last = min(chunk, n - start) - 1
+        values = FILL_VALUES.format(start=int(start))
+        if mariadb:  # the sequence engine
+            sql = f"INSERT INTO email_delivery_attempts ({FILL_COLUMNS}) SELECT {values} FROM seq_0_to_{last}"
+        else:  # MySQL 8: a recursive CTE
+            cur.execute(f"SET SESSION cte_max_recursion_depth = {chunk + 1}")
+            sql = (
+                f"INSERT INTO email_delivery_attempts ({FILL_COLUMNS}) WITH RECURSIVE s(seq) AS"
+                f" (SELECT 0 UNION ALL SELECT seq + 1 FROM s WHERE seq < {last}) SELECT {values} FROM s"
+            )
+        cur.execute(sql)
+    cur.execute("ANALYZE TABLE email_delivery_attempts")
+    cur.fetchall()
+    conn.close()
+
+
+def claim_latency(bench: Bench, history: int, claims: int) -> dict[str, float]:
+    dsn = bench.fresh_database()
+    fill_terminal_rows(dsn, history)
+    enqueue_bulk(dsn, claims * 8, "due")
+    repo = OutboxRepository.open(dsn)
+    times = []
+    for _ in range(claims):
+        token = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        rows = repo.claim_batch(token, "lat", 60, 8)
+        times.append((time.perf_counter() - t0) * 1000)
+        for r in rows:
+            repo.finalize_sent(r.id, token, "m")
+    repo.close()
+    return {"history_rows": history, "p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99)}
+
+
+# --- report ------------------------------------------------------------------------------------------
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    by_r = results["replica_sweep"]
+    left.plot([r["replicas"] for r in by_r], [r["emails_per_s"] for r in by_r], "o-", label="outbox")
+    left.plot(
+        [r["replicas"] for r in by_r], [r["bare_emails_per_s"] for r in by_r], "s--", label="bare boto3 loop"
+    )
+    left.set_xlabel("replicas (concurrency 8 each)")
+    left.set_ylabel("emails/s")
+    left.set_title(f"emails/s vs replicas, endpoint latency {results['replica_sweep_latency_ms']:g} ms")
+    left.grid(alpha=0.3)
+    left.legend()
+    by_l = results["latency_sweep"]
+    right.plot([r["latency_ms"] for r in by_l], [r["emails_per_s"] for r in by_l], "o-", label="outbox")
+    right.plot(
+        [r["latency_ms"] for r in by_l],
+        [r["bare_emails_per_s"] for r in by_l],
+        "s--",
+        label="bare boto3 loop",
+    )
+    right.plot(
+        [r["latency_ms"] for r in by_l], [r["ideal_emails_per_s"] for r in by_l], ":", label="R x C / latency"
+    )
+    right.set_xlabel("endpoint latency (ms)")
+    right.set_ylabel("emails/s")
+    right.set_title(f"emails/s vs endpoint latency, {results['latency_sweep_replicas']} replicas x 8")
+    right.set_yscale("log")
+    right.grid(alpha=0.3)
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="a few hundred emails: proves the harness runs")
+    parser.add_argument("--emails", type=int, default=4000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--history", type=int, default=1_000_000, help="terminal rows for the table-size test"
+    )
+    parser.add_argument("--out", default=str(ROOT / "bench" / "out"), help="JSON results and logs")
+    parser.add_argument("--plot", default=str(ROOT / "docs" / "performance.png"))
+    args = parser.parse_args(argv)
+    tiny = args.tiny
+    emails = 300 if tiny else args.emails
+    c = args.concurrency
+    replica_counts = [1, 2] if tiny else [1, 2, 4]
+    latencies = [0.0, 0.02] if tiny else [0.0, 0.02, 0.05]
+    claim_replicas = [1, 2] if tiny else [1, 2, 4, 8]
+    history = [2_000, 10_000] if tiny else [10_000, args.history]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="throughput-", dir=out))
+    server = PrivateServer(base / "db", durable=True, extra_args=["--innodb-buffer-pool-size=1G"])
+    server.start()
+    bench = Bench(server)
+    results: dict[str, Any] = {"server": server.version(), "durable": "innodb_flush_log_at_trx_commit=1",
+                               "cpus": os.cpu_count(), "emails_per_run": emails}  # fmt: skip
+    print(f"server {results['server']}, {results['durable']}, {emails} emails per run", flush=True)
+    try:
+        sweep = []
+        for r in replica_counts:
+            run = run_outbox(
+                bench, 0.0, r, c, emails, base, paced_rate=100.0 if r == replica_counts[-1] else 0.0
+            )
+            bare = run_bare(0.0, r, c, emails)
+            row = {**asdict(run), "bare_emails_per_s": bare, "ratio": run.emails_per_s / bare}
+            sweep.append(row)
+            print(f"outbox R={r} C={c} latency 0: {run.emails_per_s:.0f}/s, bare {bare:.0f}/s, ratio {row['ratio']:.2f};"
+                  f" statements/email {run.statements_per_email:.2f}, CALLs/email {run.calls_per_email:.2f},"
+                  f" CPU {run.cpu_ms_per_email:.2f} ms/email, empty claims/email {run.empty_claims_per_email:.3f},"
+                  f" peak RSS {run.peak_rss_mb:.0f} MB" + (f", paced p50/p99 {run.p50_ms:.0f}/{run.p99_ms:.0f} ms" if run.p50_ms else ""),
+                  flush=True)  # fmt: skip
+        results["replica_sweep"], results["replica_sweep_latency_ms"] = sweep, 0.0
+        lat_r = 2
+        by_latency = []
+        for latency in latencies:
+            run = run_outbox(bench, latency, lat_r, c, emails, base)
+            bare = run_bare(latency, lat_r, c, emails)
+            ideal = lat_r * c / latency if latency else float("nan")
+            row = {**asdict(run), "bare_emails_per_s": bare, "ideal_emails_per_s": ideal,
+                   "of_ideal": run.emails_per_s / ideal if latency else float("nan")}  # fmt: skip
+            by_latency.append(row)
+            print(f"outbox R={lat_r} latency {latency * 1000:g} ms: {run.emails_per_s:.0f}/s, bare {bare:.0f}/s,"
+                  f" ideal {ideal:.0f}/s", flush=True)  # fmt: skip
+        results["latency_sweep"], results["latency_sweep_replicas"] = by_latency, lat_r
+        claims = []
+        for r in claim_replicas:
+            for path in ("per_row", "batch"):
+                cr = run_claim_path(bench, path, r, emails)
+                claims.append(asdict(cr))
+                print(
+                    f"database path {path} R={r}: {cr.emails_per_s:.0f}/s, lost races/email {cr.lost_per_email:.3f}",
+                    flush=True,
+                )
+        results["claim_paths"] = claims
+        results["enqueue"] = []
+        for k in (1, 8):
+            rate = run_enqueue(bench, k, 2.0 if tiny else 8.0)
+            results["enqueue"].append({"connections": k, "per_s": rate})
+            print(f"enqueue on {k} connection(s), one transaction each: {rate:.0f}/s", flush=True)
+        results["table_size"] = []
+        for h in history:
+            lat = claim_latency(bench, h, 50 if tiny else 400)
+            results["table_size"].append(lat)
+            print(
+                f"claim_batch(8) with {h} terminal rows: p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms",
+                flush=True,
+            )
+    finally:
+        server.stop()
+    (base / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    plot(results, Path(args.plot) if not tiny else base / "performance.png")
+    print(f"results in {base / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The benchmark harness in its tiny form, so it cannot rot. It asserts that it ran and printed its
+figures, never how fast anything was."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "throughput.py"), "--tiny", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for figure in ("ratio", "CALLs/email", "CPU", "peak RSS", "paced p50/p99", "lost races/email",
+                   "enqueue on 8 connection", "terminal rows"):  # fmt: skip
+        assert figure in result.stdout, f"{figure} missing from the output"
+    (results,) = tmp_path.glob("throughput-*/results.json")
+    data = json.loads(results.read_text())
+    assert {r["path"] for r in data["claim_paths"]} == {"per_row", "batch"}
+    assert (results.parent / "performance.png").stat().st_size > 10_000
