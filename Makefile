@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint system-deps clean
+.PHONY: test demo lint system-deps clean soak bench
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
@@ -25,9 +25,17 @@ test: system-deps $(STAMP)
 demo: system-deps $(STAMP)
 	$(BIN)/python -m email_outbox.devtools.demo
 
+# The full-size runs behind docs/reliability.md and docs/performance.md (minutes each; not in `test`).
+soak: system-deps $(STAMP)
+	$(BIN)/python bench/soak.py --seed 20261203 --isolation REPEATABLE-READ
+	$(BIN)/python bench/soak.py --seed 20261203 --isolation READ-COMMITTED
+
+bench: system-deps $(STAMP)
+	$(BIN)/python bench/throughput.py
+
 lint: $(STAMP)
-	$(BIN)/ruff check worker tests db
-	$(BIN)/ruff format --check worker tests db
+	$(BIN)/ruff check worker tests db bench
+	$(BIN)/ruff format --check worker tests db bench
 	$(BIN)/mypy
 
 clean:

@@ -578,6 +578,7 @@ class Soak:
             "unknown_never_accepted": len(unknown_ids) - unknown_accepted,
             "unknown_lease_expired": sum(lease_unknown_by_worker.values()),
             "unknown_ambiguous": ambiguous_unknown,
+            "max_lease_expired_one_worker": max(lease_unknown_by_worker.values(), default=0),
             "worker_deaths": len(deaths),
             "db_restarts": self.db_restarts,
             "crash_bound": crash_bound,
@@ -648,6 +649,10 @@ def print_report(report: dict[str, Any]) -> None:
         (
             "  bound: sum over workers of C x (died + db restarts)",
             f"{report['crash_bound']} ({report['worker_deaths']} worker deaths, {report['db_restarts']} db restarts)",
+        ),
+        (
+            "  most left by one worker generation (bound: C)",
+            f"{report['max_lease_expired_one_worker']} ({report['config']['concurrency']})",
         ),
         ("  bound: ambiguous answers injected", report["ambiguous_injected"]),
         ("still claimable after drain", report["still_claimable"]),
