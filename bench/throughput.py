@@ -26,6 +26,7 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -34,7 +35,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -330,6 +331,26 @@ def paced_latency(dsn: DatabaseDsn, rate: float, n: int) -> tuple[float, float]:
     return percentile(values, 50), percentile(values, 99)
 
 
+def run_in_lockstep(target: Callable[..., None], args: list[tuple[Any, ...]]) -> float:
+    """Start one process per args tuple, wait until every one is ready, release them together, and
+    return the seconds from the release until the last one finished."""
+    ctx = mp.get_context("fork")
+    ready, go = ctx.Semaphore(0), ctx.Event()
+    procs = [ctx.Process(target=target, args=(*a, ready, go)) for a in args]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        if not ready.acquire(timeout=60):
+            raise RuntimeError(f"a {target.__name__} process did not start")
+    started = time.monotonic()
+    go.set()
+    for p in procs:
+        p.join()
+    if any(p.exitcode for p in procs):
+        raise RuntimeError(f"a {target.__name__} process failed")
+    return time.monotonic() - started
+
+
 # --- baseline 1: the bare loop ---------------------------------------------------------------------
 def _bare_process(endpoint_url: str, threads: int, n: int, offset: int, ready: Any, go: Any) -> None:
     import boto3
@@ -361,31 +382,21 @@ def _bare_process(endpoint_url: str, threads: int, n: int, offset: int, ready: A
         list(pool.map(send, range(offset, offset + n)))
 
 
-def run_bare(latency: float, replicas: int, concurrency: int, emails: int) -> float:
+def run_bare(latency: float, replicas: int, concurrency: int, emails: int) -> tuple[float, float]:
+    """emails/s and CPU ms per email of plain boto3 sends (client set-up included in the CPU)."""
     endpoint = Endpoint(latency)
-    ctx = mp.get_context("fork")
-    ready, go = ctx.Semaphore(0), ctx.Event()
     share = emails // replicas
-    procs = [
-        ctx.Process(target=_bare_process, args=(endpoint.url, concurrency, share, r * share, ready, go))
-        for r in range(replicas)
-    ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        for p in procs:
-            p.start()
-        for _ in procs:
-            if not ready.acquire(timeout=60):
-                raise RuntimeError("a bare-loop process did not start")
-        started = time.monotonic()
-        go.set()
-        for p in procs:
-            p.join()
-        elapsed = time.monotonic() - started
-        if any(p.exitcode for p in procs):
-            raise RuntimeError("a bare-loop process failed")
-        return share * replicas / elapsed
+        elapsed = run_in_lockstep(
+            _bare_process, [(endpoint.url, concurrency, share, r * share) for r in range(replicas)]
+        )
+        # Read before the endpoint (a child too) is reaped, so only the senders are counted.
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         endpoint.close()
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return share * replicas / elapsed, cpu * 1000 / (share * replicas)
 
 
 # --- baselines 2 and 3: the claim paths, database only ---------------------------------------------
@@ -444,23 +455,10 @@ class ClaimRun:
 def run_claim_path(bench: Bench, path: str, replicas: int, emails: int, batch: int = 8) -> ClaimRun:
     dsn = bench.fresh_database()
     enqueue_bulk(dsn, emails, "db")
-    ctx = mp.get_context("fork")
-    counts, lost = ctx.Value("l", 0), ctx.Value("l", 0)
-    ready, go = ctx.Semaphore(0), ctx.Event()
-    procs = [
-        ctx.Process(target=_claim_process, args=(dsn.url(), path, batch, emails, counts, lost, ready, go))
-        for _ in range(replicas)
-    ]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        if not ready.acquire(timeout=60):
-            raise RuntimeError("a claim-path process did not start")
-    started = time.monotonic()
-    go.set()
-    for p in procs:
-        p.join()
-    elapsed = time.monotonic() - started
+    counts, lost = mp.get_context("fork").Value("l", 0), mp.get_context("fork").Value("l", 0)
+    elapsed = run_in_lockstep(
+        _claim_process, [(dsn.url(), path, batch, emails, counts, lost) for _ in range(replicas)]
+    )
     assert counts.value == emails, f"{path}: {counts.value} of {emails} finalized"
     return ClaimRun(path, replicas, emails / elapsed, lost.value / emails)
 
@@ -623,10 +621,12 @@ def main(argv: list[str] | None = None) -> int:
             run = run_outbox(
                 bench, 0.0, r, c, emails, base, paced_rate=100.0 if r == replica_counts[-1] else 0.0
             )
-            bare = run_bare(0.0, r, c, emails)
-            row = {**asdict(run), "bare_emails_per_s": bare, "ratio": run.emails_per_s / bare}
+            bare, bare_cpu = run_bare(0.0, r, c, emails)
+            row = {**asdict(run), "bare_emails_per_s": bare, "bare_cpu_ms_per_email": bare_cpu,
+                   "ratio": run.emails_per_s / bare}  # fmt: skip
             sweep.append(row)
             print(f"outbox R={r} C={c} latency 0: {run.emails_per_s:.0f}/s, bare {bare:.0f}/s, ratio {row['ratio']:.2f};"
+                  f" bare CPU {bare_cpu:.2f} ms/email;"
                   f" statements/email {run.statements_per_email:.2f}, CALLs/email {run.calls_per_email:.2f},"
                   f" CPU {run.cpu_ms_per_email:.2f} ms/email, empty claims/email {run.empty_claims_per_email:.3f},"
                   f" peak RSS {run.peak_rss_mb:.0f} MB" + (f", paced p50/p99 {run.p50_ms:.0f}/{run.p99_ms:.0f} ms" if run.p50_ms else ""),
@@ -636,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
         by_latency = []
         for latency in latencies:
             run = run_outbox(bench, latency, lat_r, c, emails, base)
-            bare = run_bare(latency, lat_r, c, emails)
+            bare, _ = run_bare(latency, lat_r, c, emails)
             ideal = lat_r * c / latency if latency else float("nan")
             row = {**asdict(run), "bare_emails_per_s": bare, "ideal_emails_per_s": ideal,
                    "of_ideal": run.emails_per_s / ideal if latency else float("nan")}  # fmt: skip

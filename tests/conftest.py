@@ -10,7 +10,7 @@ import pytest
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.repository import OutboxRepository
 
-from tests.harness import TestServer, start_test_server
+from tests.harness import TestServer, start_private_test_server, start_test_server
 
 _server: TestServer | None = None
 _names = itertools.count(1)
@@ -54,6 +54,14 @@ def dsn(server: TestServer, shared_dsn: DatabaseDsn) -> DatabaseDsn:
 def fresh_dsn(server: TestServer) -> DatabaseDsn:
     """An empty, unmigrated database of this test's own."""
     return server.create_database(f"email_outbox_fresh_{next(_names)}")
+
+
+@pytest.fixture
+def killable_server() -> Iterator[TestServer]:
+    """A private server of this test's own, which the test may kill -9 and start again."""
+    server = start_private_test_server()
+    yield server
+    server.close()
 
 
 @pytest.fixture

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from email_outbox.devtools.dbserver import free_port
 from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
 from email_outbox.dsn import DatabaseDsn
@@ -13,7 +11,7 @@ from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 from email_outbox.stats import Distribution
 
-from tests.harness import TestServer, start_private_test_server
+from tests.harness import TestServer
 from tests.helpers import enqueue_many
 from tests.worker_harness import account, drained, health, metric, scrape, spawn_worker, wait_until
 
@@ -72,13 +70,6 @@ def test_counters_match_what_happened(dsn: DatabaseDsn, repo: OutboxRepository, 
     assert metric(samples, "email_outbox_queue_depth", status="Pending") == 0
     assert metric(samples, "email_outbox_oldest_due_age_seconds") == 0
     assert metric(samples, "email_outbox_worker_info", worker_id="metered") == 1
-
-
-@pytest.fixture
-def killable_server() -> Iterator[TestServer]:
-    server = start_private_test_server()
-    yield server
-    server.close()
 
 
 def test_healthz_turns_503_while_the_database_is_down_and_back_to_200(

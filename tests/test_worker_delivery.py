@@ -16,7 +16,7 @@ from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
-from tests.harness import TestServer, start_private_test_server
+from tests.harness import TestServer
 from tests.worker_harness import account, counts, drained, metric, scrape, spawn_worker, wait_until
 
 FAST = {"lease_seconds": 6, "ses_connect_timeout": 1, "ses_read_timeout": 2}
@@ -260,13 +260,6 @@ def test_rate_limit_holds_and_no_claimed_row_waits_for_it(
     ]
     assert len(claims) == 12, "each row was claimed once: none sat claimed waiting for the limiter"
     account(repo, endpoint, 12)
-
-
-@pytest.fixture
-def killable_server() -> Iterator[TestServer]:
-    server = start_private_test_server()
-    yield server
-    server.close()
 
 
 def test_database_killed_and_restarted_mid_run(

@@ -102,28 +102,38 @@ class OutboxRepository:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.calls = 0
+        # One cursor for the repository's life: mysql-connector's connection.cursor() pings the
+        # server (is_connected), so a cursor per call cost a second round trip for every CALL.
+        self._open_cursor: Any = None
 
     @classmethod
     def open(cls, dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> OutboxRepository:
         return cls(connect(dsn, connect_timeout=connect_timeout))
 
     def close(self) -> None:
+        self._drop_cursor()
         with suppress(mysql.connector.Error):
             self.connection.close()
 
+    def _drop_cursor(self) -> None:
+        if self._open_cursor is not None:
+            with suppress(Exception):
+                self._open_cursor.close()
+        self._open_cursor = None
+
     @contextmanager
     def _cursor(self) -> Iterator[Any]:
+        if self._open_cursor is None:
+            try:
+                self._open_cursor = self.connection.cursor(dictionary=True)
+            except mysql.connector.Error as exc:
+                raise translate_error(exc) from exc
         try:
-            cursor = self.connection.cursor(dictionary=True)
+            yield self._open_cursor
         except mysql.connector.Error as exc:
+            # After an error the cursor may hold unread results; the next call starts a fresh one.
+            self._drop_cursor()
             raise translate_error(exc) from exc
-        try:
-            yield cursor
-        except mysql.connector.Error as exc:
-            raise translate_error(exc) from exc
-        finally:
-            with suppress(mysql.connector.Error):
-                cursor.close()
 
     def _call(self, procedure: str, args: Sequence[Any]) -> list[dict[str, Any]]:
         placeholders = ", ".join(["%s"] * len(args))
