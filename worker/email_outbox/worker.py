@@ -41,6 +41,7 @@ T = TypeVar("T")
 REQUIRED_PROCEDURES = frozenset(WORKER_PROCEDURES)
 TRANSIENT_RETRIES = 5
 MIN_IDLE_SECONDS = 0.02
+CLAIM_GATHER_SECONDS = 0.005
 
 
 class Sender(Protocol):
@@ -230,9 +231,12 @@ class Worker:
                     continue
                 with self._slots:
                     free = self.config.concurrency - self._in_flight
-                    # Claim when half the slots are free (or nothing is in flight), not at every
-                    # freed slot: one claim CALL then serves several rows instead of one.
-                    if free < self._claim_threshold and self._in_flight > 0:
+                    # Give a few more slots a moment to free up, so one claim CALL serves several rows
+                    # instead of one; never longer, or freed slots would sit idle on a slow provider.
+                    if 0 < free < self._claim_threshold:
+                        self._slots.wait(timeout=CLAIM_GATHER_SECONDS)
+                        free = self.config.concurrency - self._in_flight
+                    if free <= 0:
                         self._slots.wait(timeout=self.config.poll_interval)
                         continue
                 # Rate tokens are taken before the claim: a claimed row never waits for the limiter.
