@@ -55,7 +55,6 @@ FAULTS = (
     "ses_timeout_after_accept",
     "sigterm_rolling_restart",
 )
-AMBIGUOUS_RULES = ("latency", "timeout_after_accept", "reset_after_accept")
 FAILPOINT_OF = {
     "worker_crash_after_claim": "after_claim",
     "worker_crash_before_finalize": "before_finalize",
@@ -118,7 +117,6 @@ class Soak:
         self.events: list[dict[str, Any]] = []
         self.deadlocks_before_restarts = 0
         self.db_restarts = 0
-        self.stop_enqueue = threading.Event()
         self.supervise = threading.Event()
         # The supervisor and the fault injector both replace workers: one at a time.
         self.slot_lock = threading.Lock()
@@ -218,7 +216,7 @@ class Soak:
         made = 0
         txn_no = 0
         pace = self.config.enqueuers / self.config.enqueue_rate
-        while made < quota and not self.stop_enqueue.is_set():
+        while made < quota:
             txn_no += 1
             txn = f"s{self.config.seed}-e{index}-t{txn_no}"
             size = min(quota - made, rng.randint(1, 3))

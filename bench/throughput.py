@@ -117,7 +117,6 @@ def aws_env(endpoint_url: str) -> dict[str, str]:
 @dataclass
 class Bench:
     server: PrivateServer
-    admin: Any = None
     names: Iterator[int] = field(default_factory=lambda: iter(range(1, 10**9)))
 
     def fresh_database(self) -> DatabaseDsn:

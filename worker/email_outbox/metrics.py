@@ -69,8 +69,8 @@ class WorkerCollector(Collector):
             finalize = dict(s.finalize)
             db_errors = dict(s.db_errors)
             claims, claimed_rows = s.claims, s.claimed_rows
-            claim_sizes = _copy(s.claim_sizes)
-            send_latency = _copy(s.send_latency)
+            claim_sizes = s.claim_sizes.copy()
+            send_latency = s.send_latency.copy()
             throttles, pauses, in_flight = s.throttle_events, s.pause_events, s.in_flight
             last_db, last_loop = s.last_db_success, s.last_loop
 
@@ -138,12 +138,6 @@ class WorkerCollector(Collector):
         info = GaugeMetricFamily("email_outbox_worker_info", "This replica", labels=["worker_id"])
         info.add_metric([self.worker_id], 1)
         yield info
-
-
-def _copy(d: Distribution) -> Distribution:
-    clone = Distribution(d.bounds)
-    clone.counts, clone.total, clone.count = list(d.counts), d.total, d.count
-    return clone
 
 
 def _labelled(kind: Any, name: str, doc: str, label: str, values: dict[str, int]) -> Metric:

@@ -20,7 +20,7 @@ from typing import Any
 
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
 from email_outbox.errors import InvalidInput
-from email_outbox.models import DeliveryEvent, DeliveryRow, Status
+from email_outbox.models import DeliveryEvent, Status
 from email_outbox.repository import OutboxRepository
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
@@ -152,19 +152,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 # --- list / show -----------------------------------------------------------------------------------
-def _row_dict(row: DeliveryRow) -> dict[str, Any]:
-    return asdict(row)
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     status = _parse_status(args.status)
     if not 1 <= args.limit <= 100_000:
         raise InvalidInput("--limit must be 1 to 100000")
     with _repository(args) as repo:
-        since = parse_since(args.since, repo.queue_health().now) if args.since else None
+        since = parse_since(args.since, repo.database_time()) if args.since else None
         rows = repo.list_rows(status, since=since, limit=args.limit)
     if args.json:
-        _print_json([_row_dict(r) for r in rows])
+        _print_json([asdict(r) for r in rows])
     elif rows:
         print(
             _table(
@@ -212,9 +208,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         events = repo.events(row.id)
     if args.json:
-        _print_json({"row": _row_dict(row), "events": [asdict(e) for e in events]})
+        _print_json({"row": asdict(row), "events": [asdict(e) for e in events]})
         return EXIT_OK
-    fields = _row_dict(row)
+    fields = asdict(row)
     width = max(len(k) for k in fields)
     for key, value in fields.items():
         shown = _when(value) + " UTC" if isinstance(value, datetime) else ("-" if value is None else value)

@@ -26,12 +26,16 @@ class Distribution:
     count: int = 0
 
     def __post_init__(self) -> None:
-        self.counts = [0] * (len(self.bounds) + 1)
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
 
     def observe(self, value: float) -> None:
         self.counts[bisect.bisect_left(self.bounds, value)] += 1
         self.total += value
         self.count += 1
+
+    def copy(self) -> Distribution:
+        return Distribution(self.bounds, list(self.counts), self.total, self.count)
 
     def cumulative(self) -> list[tuple[str, int]]:
         """(le, cumulative count) pairs, '+Inf' last, as the Prometheus text format wants them."""
@@ -53,7 +57,7 @@ class WorkerStats:
     send_latency: Distribution = field(default_factory=lambda: Distribution(SEND_SECONDS_BUCKETS))
     # Recent samples only (the throttle logic's view of the current send rate): a replica runs for
     # weeks, so nothing here may grow without bound.
-    recent_send_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=200))
+    recent_send_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=50))
     throttle_events: int = 0
     pause_events: int = 0
     in_flight: int = 0

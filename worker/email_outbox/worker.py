@@ -441,7 +441,7 @@ class Worker:
 
     def _observed_rate(self) -> float:
         with self.stats.lock:
-            recent = list(self.stats.recent_send_seconds)[-50:]
+            recent = list(self.stats.recent_send_seconds)
         return len(recent) / max(sum(recent), 1e-3) * self.config.concurrency if recent else 1.0
 
     def _finalize(
