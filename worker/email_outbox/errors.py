@@ -2,6 +2,7 @@
 
 OutboxError
  +-- InvalidInput          a procedure refused its arguments (SQLSTATE 45000); nothing was written
+ |    +-- AccountMissing   `grant` was asked to grant to an account that does not exist
  +-- NotFound              a row or a database object that was asked for does not exist
  |    +-- SchemaNotInstalled  a procedure the caller needs is missing: run `email-outbox migrate`
  +-- AccessDenied          the account lacks the privilege (see docs/security.md for the roles)
@@ -18,6 +19,10 @@ class OutboxError(Exception):
 
 class InvalidInput(OutboxError):
     """A stored procedure rejected its input with SQLSTATE 45000."""
+
+
+class AccountMissing(InvalidInput):
+    """A grant named an account that does not exist and --create was not given."""
 
 
 class NotFound(OutboxError):

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from email_outbox.errors import InvalidInput
+from email_outbox.errors import AccountMissing, InvalidInput
 
 ENQUEUER_PROCEDURES = ("email_enqueue",)
 
@@ -100,12 +100,44 @@ def apply_grants(
     *,
     create_password: str | None = None,
 ) -> list[str]:
-    """Run the grants (creating the account first when a password is given). Returns what ran."""
+    """Run the grants (creating the account first when a password is given). Returns what ran.
+
+    Without a password a GRANT must never create the account: MariaDB without NO_AUTO_CREATE_USER
+    (and MySQL 5.7) would create it with no password at all. So the session refuses auto-creation
+    where the server knows the mode (MySQL 8 never auto-creates), and a missing account is an error.
+    """
     statements = []
     if create_password is not None:
+        if not create_password:
+            raise InvalidInput("refusing to create an account with an empty password")
         cursor.execute(f"CREATE USER IF NOT EXISTS {account.sql()} IDENTIFIED BY %s", (create_password,))
         statements.append(f"CREATE USER IF NOT EXISTS {account.sql()} IDENTIFIED BY '***'")
+    else:
+        _forbid_auto_create(cursor)
     for statement in grant_statements(role, account, database):
-        cursor.execute(statement)
+        try:
+            cursor.execute(statement)
+        except Exception as exc:
+            if getattr(exc, "errno", None) in ACCOUNT_MISSING_ERRNOS:
+                raise AccountMissing(
+                    f"account {account} does not exist: create it first, or pass --create"
+                    " (the password from --password-stdin or --password-env)"
+                ) from exc
+            raise
         statements.append(statement)
     return statements
+
+
+# 1133: no matching row in the user table (MariaDB with NO_AUTO_CREATE_USER); 1410: MySQL 8's refusal
+# to create a user with GRANT.
+ACCOUNT_MISSING_ERRNOS = frozenset({1133, 1410})
+
+
+def _forbid_auto_create(cursor: Any) -> None:
+    cursor.execute("SELECT @@SESSION.sql_mode, VERSION()")
+    row = cursor.fetchall()[0]
+    mode, version = (row["@@SESSION.sql_mode"], row["VERSION()"]) if isinstance(row, dict) else row
+    if "mariadb" in str(version).lower() and "NO_AUTO_CREATE_USER" not in str(mode).split(","):
+        cursor.execute(
+            "SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@SESSION.sql_mode, ''), 'NO_AUTO_CREATE_USER')"
+        )

@@ -18,10 +18,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import mysql.connector
+
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, Status
-from email_outbox.repository import OutboxRepository
+from email_outbox.repository import OutboxRepository, translate_error
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -388,30 +390,43 @@ def cmd_purge_bodies(args: argparse.Namespace) -> int:
     return EXIT_OK if total else EXIT_NOTHING
 
 
+def _new_account_password(args: argparse.Namespace, account: object) -> str:
+    """The password for `grant --create`: from stdin, an environment variable or a prompt; never argv."""
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif args.password_env:
+        if args.password_env not in os.environ:
+            raise InvalidInput(f"--password-env {args.password_env}: that variable is not set")
+        password = os.environ[args.password_env]
+    elif sys.stdin.isatty():
+        password = getpass.getpass(f"password for {account}: ")
+    else:
+        raise InvalidInput("--create needs a password: --password-stdin, --password-env VAR, or a terminal")
+    if not password:
+        raise InvalidInput("refusing to create an account with an empty password")
+    return password
+
+
 def cmd_grant(args: argparse.Namespace) -> int:
     from email_outbox.grants import Account, apply_grants, grant_statements
 
     account = Account.parse(args.account)
+    if not args.create and (args.password_env or args.password_stdin):
+        raise InvalidInput("--password-env and --password-stdin only go with --create")
     dsn = dsn_from(args)
     database = args.database or dsn.database
     if args.print_only:
         for statement in grant_statements(args.role, account, database):
             print(statement + ";")
         return EXIT_OK
-    password = None
-    if args.create:
-        password = os.environ.get(args.password_env) if args.password_env else None
-        if password is None:
-            if not sys.stdin.isatty():
-                raise InvalidInput("--create needs --password-env VAR, or a terminal to type the password on")
-            password = getpass.getpass(f"password for {account}: ")
-        if not password:
-            raise InvalidInput("refusing to create an account with an empty password")
+    password = _new_account_password(args, account) if args.create else None
     with _repository(args) as repo:
         cursor = repo.connection.cursor()
         try:
             for statement in apply_grants(cursor, args.role, account, database, create_password=password):
                 print(statement)
+        except mysql.connector.Error as exc:
+            raise translate_error(exc) from exc
         finally:
             cursor.close()
     print(f"{account} now has the {args.role} role on {database}")
@@ -498,5 +513,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--database", help="the outbox database (default: the DSN's)")
     p.add_argument("--create", action="store_true", help="create the account if it does not exist")
     p.add_argument("--password-env", help="with --create: read the password from this variable")
+    p.add_argument(
+        "--password-stdin",
+        action="store_true",
+        help="with --create: read the password from stdin's first line",
+    )
     p.add_argument("--print", dest="print_only", action="store_true", help="print the GRANTs, run nothing")
     p.set_defaults(func=cmd_grant)
