@@ -6,10 +6,11 @@ import io
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from email_outbox.cli import main
-from email_outbox.dsn import DatabaseDsn
+from email_outbox.cli import build_parser, main
+from email_outbox.dsn import DatabaseDsn, resolve_dsn_text
 
 from tests.harness import TestServer
 
@@ -82,3 +83,37 @@ def test_grant_create_needs_a_password_and_never_takes_it_from_argv(
         conn = server.admin_connection()
         conn.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
         conn.close()
+
+
+# --- finding 6: secrets off the command line ---------------------------------------------------------
+def test_every_command_takes_the_dsn_from_a_file(
+    dsn: DatabaseDsn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn_file = tmp_path / "dsn"
+    dsn_file.write_text(dsn.url() + "\n")
+    dsn_file.chmod(0o600)
+    assert main(["status", "--dsn-file", str(dsn_file)]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err
+    parser = build_parser()
+    for command, choice in parser._subparsers._group_actions[0].choices.items():  # type: ignore[union-attr]
+        options = {o for action in choice._actions for o in action.option_strings}
+        if "--dsn" in options or command == "worker":
+            assert "--dsn-file" in options, command
+
+
+def test_a_password_in_argv_draws_a_warning_naming_the_alternative(
+    dsn: DatabaseDsn, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_password = DatabaseDsn("u", "hunter2", dsn.host, dsn.port, dsn.database, dsn.unix_socket)
+    assert resolve_dsn_text(with_password.url(), None, {}) == with_password.url()
+    err = capsys.readouterr().err
+    assert "--dsn-file" in err and "hunter2" not in err
+    assert resolve_dsn_text(None, None, {"EMAIL_OUTBOX_DSN": with_password.url()}) == with_password.url()
+    assert capsys.readouterr().err == ""
+
+
+def test_a_missing_dsn_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--dsn-file", str(tmp_path / "absent")]) == 2
+    errors = _stderr_lines(capsys)
+    assert len(errors) == 1 and "absent" in errors[0]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from email_outbox import operator_cli
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
+from email_outbox.dsn import resolve_dsn_text
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
 
 
@@ -33,6 +34,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from email_outbox.worker import Worker
 
     flags = {k: v for k, v in vars(args).items() if k in WORKER_FLAGS and v is not None}
+    dsn_text = resolve_dsn_text(args.dsn, args.dsn_file)
+    if dsn_text:
+        flags["dsn"] = dsn_text
     if args.disable_provider:
         flags["provider_enabled"] = False
     config = load_config(flags)
@@ -80,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("worker", help="deliver emails: claim, send through SES, finalize")
     for name, help_text in WORKER_FLAGS.items():
         p.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
+    p.add_argument(
+        "--dsn-file", help="a file holding the DSN, so no password sits in argv ($EMAIL_OUTBOX_DSN_FILE)"
+    )
     p.add_argument(
         "--disable-provider",
         action="store_true",

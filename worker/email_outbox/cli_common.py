@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import os
 
-from email_outbox.dsn import DatabaseDsn
+from email_outbox.dsn import DatabaseDsn, resolve_dsn_text
 from email_outbox.errors import ConfigError
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
 
 
 def add_dsn(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dsn", help="mysql://user:password@host:port/database (default: $EMAIL_OUTBOX_DSN)")
+    parser.add_argument(
+        "--dsn-file",
+        help="a file holding mysql://user:password@host:port/database (default: $EMAIL_OUTBOX_DSN_FILE)",
+    )
+    parser.add_argument(
+        "--dsn",
+        help="mysql://user@host:port/database; a password here is visible in `ps`: prefer --dsn-file"
+        " or $EMAIL_OUTBOX_DSN",
+    )
 
 
 def dsn_from(args: argparse.Namespace) -> DatabaseDsn:
-    value = args.dsn or os.environ.get("EMAIL_OUTBOX_DSN")
+    value = resolve_dsn_text(args.dsn, args.dsn_file)
     if not value:
         raise ConfigError(
-            "no database: pass --dsn or set EMAIL_OUTBOX_DSN (mysql://user:password@host:port/db)"
+            "no database: pass --dsn-file PATH or set EMAIL_OUTBOX_DSN (mysql://user:password@host:port/db)"
         )
     return DatabaseDsn.parse(value)

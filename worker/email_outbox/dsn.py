@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
@@ -75,3 +80,48 @@ class DatabaseDsn:
             args["host"] = self.host
             args["port"] = self.port
         return args
+
+
+DSN_ENV = "EMAIL_OUTBOX_DSN"
+DSN_FILE_ENV = "EMAIL_OUTBOX_DSN_FILE"
+ARGV_PASSWORD_WARNING = (
+    "email-outbox: warning: the DSN on the command line carries a password, which every user of this"
+    " machine can read in the process list; use --dsn-file PATH or EMAIL_OUTBOX_DSN instead"
+)
+
+
+def read_dsn_file(path: str) -> str:
+    """The DSN kept in a file (first non-empty line), so that no password ever sits in argv."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise ConfigError(f"--dsn-file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--dsn-file {path}: not UTF-8 text") from None
+    value = next((line.strip() for line in lines if line.strip()), "")
+    if not value:
+        raise ConfigError(f"--dsn-file {path}: the file is empty")
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        print(f"email-outbox: warning: {path} is readable by other users; chmod 600 it", file=sys.stderr)
+    return value
+
+
+def resolve_dsn_text(
+    flag: str | None, flag_file: str | None, environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """The DSN from, in order: --dsn-file, --dsn (warning when it holds a password), $EMAIL_OUTBOX_DSN,
+    $EMAIL_OUTBOX_DSN_FILE. None when none is given."""
+    if flag_file and flag:
+        raise ConfigError("pass --dsn or --dsn-file, not both")
+    if flag_file:
+        return read_dsn_file(flag_file)
+    if flag:
+        if DatabaseDsn.parse(flag).password:
+            print(ARGV_PASSWORD_WARNING, file=sys.stderr)
+        return flag
+    if environ.get(DSN_ENV):
+        return environ[DSN_ENV]
+    if environ.get(DSN_FILE_ENV):
+        return read_dsn_file(environ[DSN_FILE_ENV])
+    return None
