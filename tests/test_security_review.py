@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 import sys
 import uuid
 from collections.abc import Iterator
@@ -10,9 +11,16 @@ from pathlib import Path
 
 import pytest
 from email_outbox.cli import build_parser, main
+from email_outbox.config import WorkerConfig
+from email_outbox.devtools.dbserver import free_port
+from email_outbox.devtools.ses_endpoint import SesEndpoint
 from email_outbox.dsn import DatabaseDsn, resolve_dsn_text
+from email_outbox.models import Status
+from email_outbox.repository import OutboxRepository
 
 from tests.harness import TestServer
+from tests.helpers import enqueue_many
+from tests.worker_harness import account, drained, health, spawn_worker, wait_until
 
 
 def _account_exists(server: TestServer, user: str) -> bool:
@@ -76,8 +84,6 @@ def test_grant_create_needs_a_password_and_never_takes_it_from_argv(
         assert main(["grant", "worker", f"{user}@%", "--dsn", dsn.url(), "--create", "--password-stdin"]) == 0
         assert _account_exists(server, user)
         login = DatabaseDsn(user, "a-Good-pass-1", dsn.host, dsn.port, dsn.database, dsn.unix_socket)
-        from email_outbox.repository import OutboxRepository
-
         OutboxRepository.open(login).close()
     finally:
         conn = server.admin_connection()
@@ -113,7 +119,43 @@ def test_a_password_in_argv_draws_a_warning_naming_the_alternative(
     assert capsys.readouterr().err == ""
 
 
-def test_a_missing_dsn_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_dsn_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["status", "--dsn-file", str(tmp_path / "absent")]) == 2
     errors = _stderr_lines(capsys)
     assert len(errors) == 1 and "absent" in errors[0]
+
+
+# --- finding 4: metrics on loopback, bounded, with read timeouts --------------------------------------
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no Threads line")
+
+
+def test_500_idle_connections_leave_threads_flat_and_sends_unaffected(
+    dsn: DatabaseDsn, repo: OutboxRepository, tmp_path: Path
+) -> None:
+    assert WorkerConfig.__dataclass_fields__["metrics_host"].default == "127.0.0.1"
+    enqueue_many(repo, 20, prefix="warm")
+    with SesEndpoint() as endpoint:
+        port = free_port()
+        worker = spawn_worker(dsn, endpoint.url, tmp_path, "idle-flood", concurrency=4, metrics_port=port)
+        idle: list[socket.socket] = []
+        try:
+            wait_until(lambda: drained(repo) and health(port) == 200, 60, "the first batch to go out")
+            before = _threads(worker.proc.pid)
+            for _ in range(500):
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            enqueue_many(repo, 40, prefix="during")
+            # A scrape answers once the server has dealt with every connection ahead of it.
+            wait_until(lambda: health(port) == 200, 30, "/healthz to answer beside 500 idle connections")
+            assert _threads(worker.proc.pid) <= before + 2
+            wait_until(lambda: drained(repo), 60, "the emails enqueued during the flood to go out")
+        finally:
+            for sock in idle:
+                sock.close()
+            assert worker.terminate() == 0
+        assert account(repo, endpoint, 60).by_status[Status.SENT] == 60

@@ -65,7 +65,7 @@ WORKER_FLAGS = {
     "account_pause_seconds": "pause after an account/config error (default 60)",
     "log_format": "text or json (default text)",
     "metrics_port": "serve /metrics and /healthz on this port (default off)",
-    "metrics_host": "address the metrics server binds (default 0.0.0.0)",
+    "metrics_host": "address the metrics server binds (default 127.0.0.1; 0.0.0.0 exposes it to the network)",
     "stats_interval": "seconds between queue-depth reads for /metrics (default 15)",
     "health_stale_seconds": "/healthz turns 503 when the loop or the database is silent this long (default 30)",
 }

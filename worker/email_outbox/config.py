@@ -35,7 +35,7 @@ class WorkerConfig:
     account_pause_seconds: float = 60.0
     log_format: str = "text"
     metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = "127.0.0.1"
     stats_interval: float = 15.0
     health_stale_seconds: float = 30.0
 
