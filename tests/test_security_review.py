@@ -159,3 +159,108 @@ def test_500_idle_connections_leave_threads_flat_and_sends_unaffected(
                 sock.close()
             assert worker.terminate() == 0
         assert account(repo, endpoint, 60).by_status[Status.SENT] == 60
+
+
+# --- finding 8: every user error is one line and a documented exit code ------------------------------
+BAD_INPUT: list[tuple[list[str], int]] = [
+    (["status", "--since", "x"], 2),
+    (["list", "--status", "Nope"], 2),
+    (["list", "--status", "Sent", "--since", "yesterday-ish"], 2),
+    (["list", "--status", "Sent", "--limit", "0"], 2),
+    (["show"], 2),
+    (["show", "999999999"], 1),
+    (["show", "--notification-id", "no-such-id"], 1),
+    (["show", "--notification-id", "x" * 5000], 1),
+    (["requeue", "999999999", "--by", "ops", "--reason", "r"], 1),
+    (["requeue", "1", "--by", "", "--reason", "r"], 2),
+    (["requeue", "--all-unknown", "--by", "ops", "--reason", "r"], 2),
+    (["requeue", "--all-unknown", "--older-than", "forever", "--by", "ops", "--reason", "r", "--yes"], 2),
+    (["resolve", "999999999", "--outcome", "Sent", "--by", "ops", "--reason", "r"], 1),
+    (["resolve", "1", "--outcome", "Sent", "--by", "ops", "--reason", "r", "--message-id", "m" * 500], 2),
+    (["enqueue", "--notification-id", "n1", "--to", "not-an-address", "--subject", "s", "--text", "t"], 2),
+    (["enqueue", "--notification-id", "n2", "--subject", "s", "--text", "t"], 2),
+    (["enqueue", "--json", "/nonexistent/file.json"], 2),
+    (["enqueue", "--json", "-"], 2),
+    (
+        [
+            "enqueue",
+            "--notification-id",
+            "n3",
+            "--to",
+            "a@example.com",
+            "--subject",
+            "s",
+            "--text",
+            "t",
+            "--send-after",
+            "not-a-time",
+        ],
+        2,
+    ),  # fmt: skip
+    (
+        [
+            "enqueue",
+            "--notification-id",
+            "n4",
+            "--to",
+            "a@example.com",
+            "--subject",
+            "s",
+            "--text-file",
+            "/nonexistent",
+        ],
+        2,
+    ),  # fmt: skip
+    (["purge-bodies", "--older-than-days", "-5"], 2),
+    (["purge-bodies", "--older-than-days", "30", "--batch", "0"], 2),
+    (["grant", "worker", "bad'name@%"], 2),
+    (["grant", "nosuchrole", "x"], 2),
+    (["grant", "worker", "x@%", "--password-env", "NOPE"], 2),
+    (["grant", "worker", "eo_x@%", "--create", "--password-env", "EO_UNSET_VARIABLE"], 2),
+    (["worker", "--concurrency", "abc"], 2),
+    (["worker", "--lease-seconds", "-1"], 2),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_INPUT, ids=[" ".join(a)[:60] for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_and_a_documented_exit_code(
+    dsn: DatabaseDsn,
+    argv: list[str],
+    expected: int,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("EMAIL_OUTBOX_DSN", dsn.url())
+    monkeypatch.setattr(sys, "stdin", io.StringIO("not json"))
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    errors = _stderr_lines(capsys)
+    assert code == expected, errors
+    assert errors and not any("Traceback" in line for line in errors)
+    assert len([line for line in errors if not line.startswith(("usage:", " "))]) == 1, errors
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        '{"notification_id": 5, "to": ["a@example.com"], "subject": {}, "text": 1}',
+        '{"notification_id": "j", "to": "a@example.com", "subject": "s", "text": "t", "max_attempts": "abc"}',
+        '{"notification_id": "j", "to": "a@example.com", "subject": "s", "text": "t", "max_attempts": 1e99}',
+    ],
+)
+def test_enqueue_json_of_the_wrong_types_is_refused_in_one_line(
+    dsn: DatabaseDsn, document: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "email.json"
+    path.write_text(document)
+    assert main(["enqueue", "--dsn", dsn.url(), "--json", str(path)]) == 2
+    assert len(_stderr_lines(capsys)) == 1
+
+
+def test_a_database_without_the_schema_says_run_migrate(
+    fresh_dsn: DatabaseDsn, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["list", "--status", "Sent", "--dsn", fresh_dsn.url()]) == 1
+    assert "email-outbox migrate" in _stderr_lines(capsys)[-1]

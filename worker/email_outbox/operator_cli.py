@@ -18,12 +18,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import mysql.connector
-
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, Status
-from email_outbox.repository import OutboxRepository, translate_error
+from email_outbox.repository import DRIVER_ERRORS, OutboxRepository, translate_error
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -327,6 +325,10 @@ def _enqueue_requests(args: argparse.Namespace) -> list[dict[str, Any]]:
                 raise InvalidInput(
                     f"--json: item {n} has unknown keys {sorted(unknown)}; allowed {sorted(_ENQUEUE_KEYS)}"
                 )
+            for key, value in item.items():
+                wanted = int if key == "max_attempts" else str
+                if value is not None and (type(value) is not wanted):
+                    raise InvalidInput(f"--json: item {n}: {key} must be a {wanted.__name__} or null")
         return items
     missing = [f for f in ("notification_id", "to", "subject") if getattr(args, f) is None]
     if missing:
@@ -425,7 +427,7 @@ def cmd_grant(args: argparse.Namespace) -> int:
         try:
             for statement in apply_grants(cursor, args.role, account, database, create_password=password):
                 print(statement)
-        except mysql.connector.Error as exc:
+        except DRIVER_ERRORS as exc:
             raise translate_error(exc) from exc
         finally:
             cursor.close()

@@ -40,8 +40,20 @@ from email_outbox.models import (
 
 Connection = MySQLConnectionAbstract | PooledMySQLConnection
 
+# mysql-connector's C extension raises its own MySQLError (not a mysql.connector.Error) for some
+# failures, e.g. a COMMIT-time deadlock or an argument it cannot convert: both are driver errors.
+try:
+    from _mysql_connector import MySQLError as _CExtensionError
+except ImportError:  # the pure-Python connector
+    _CExtensionError = mysql.connector.Error
+DRIVER_ERRORS: tuple[type[Exception], ...] = (mysql.connector.Error, _CExtensionError)
+
 ER_SIGNAL_EXCEPTION = 1644
 ER_SP_DOES_NOT_EXIST = 1305
+ER_NO_SUCH_TABLE = 1146
+# A value the server refused to convert to a parameter's type (out of range, wrong integer or date,
+# too long): bad input, never written.
+VALUE_REFUSED_ERRNOS = frozenset({1264, 1292, 1366, 1406, 1411})
 ER_LOCK_DEADLOCK = 1213
 # Database, table, column and routine privilege refusals. 1045 (bad password) is a connect failure.
 ACCESS_DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1370})
@@ -67,16 +79,20 @@ def connect(dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> Connection:
         conn = mysql.connector.connect(
             **dsn.connect_args(), autocommit=True, connection_timeout=int(max(1, connect_timeout))
         )
-    except mysql.connector.Error as exc:
+    except DRIVER_ERRORS as exc:
         raise translate_error(exc) from exc
     return conn
 
 
-def translate_error(exc: mysql.connector.Error) -> OutboxError:
+def translate_error(exc: Exception) -> OutboxError:
     errno = getattr(exc, "errno", None)
     message = getattr(exc, "msg", None) or str(exc)
     if errno == ER_SIGNAL_EXCEPTION or getattr(exc, "sqlstate", None) == "45000":
         return InvalidInput(message)
+    if errno in VALUE_REFUSED_ERRNOS:
+        return InvalidInput(message)
+    if errno == ER_NO_SUCH_TABLE:
+        return SchemaNotInstalled(f"{message}: run `email-outbox migrate`")
     if errno == ER_SP_DOES_NOT_EXIST:
         return SchemaNotInstalled(
             f"{message}: run `email-outbox migrate` (migration 0001_schema and procedures/)"
@@ -126,11 +142,11 @@ class OutboxRepository:
         if self._open_cursor is None:
             try:
                 self._open_cursor = self.connection.cursor(dictionary=True)
-            except mysql.connector.Error as exc:
+            except DRIVER_ERRORS as exc:
                 raise translate_error(exc) from exc
         try:
             yield self._open_cursor
-        except mysql.connector.Error as exc:
+        except DRIVER_ERRORS as exc:
             # After an error the cursor may hold unread results; the next call starts a fresh one.
             self._drop_cursor()
             raise translate_error(exc) from exc
