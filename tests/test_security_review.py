@@ -196,7 +196,7 @@ BAD_INPUT: list[tuple[list[str], int]] = [
             "not-a-time",
         ],
         2,
-    ),  # fmt: skip
+    ),
     (
         [
             "enqueue",
@@ -210,7 +210,7 @@ BAD_INPUT: list[tuple[list[str], int]] = [
             "/nonexistent",
         ],
         2,
-    ),  # fmt: skip
+    ),
     (["purge-bodies", "--older-than-days", "-5"], 2),
     (["purge-bodies", "--older-than-days", "30", "--batch", "0"], 2),
     (["grant", "worker", "bad'name@%"], 2),
