@@ -14,6 +14,7 @@ from email_outbox.cli import build_parser, main
 from email_outbox.config import WorkerConfig
 from email_outbox.devtools.dbserver import free_port
 from email_outbox.devtools.ses_endpoint import SesEndpoint
+from email_outbox.display import UNSAFE_CHARACTERS
 from email_outbox.dsn import DatabaseDsn, resolve_dsn_text
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
@@ -264,3 +265,35 @@ def test_a_database_without_the_schema_says_run_migrate(
 ) -> None:
     assert main(["list", "--status", "Sent", "--dsn", fresh_dsn.url()]) == 1
     assert "email-outbox migrate" in _stderr_lines(capsys)[-1]
+
+
+# --- finding 5 (operator's terminal): stored text is printed with its control characters visible ------
+HOSTILE = "ok\x1b[2J\x1b]0;pwned\x07\r\nforged line\u202egnp.exe\u2028\x85\x7f\x00"
+
+
+def test_list_and_show_make_control_characters_visible(
+    dsn: DatabaseDsn, repo: OutboxRepository, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Written by a DBA straight into the table (the procedures refuse such text), as old rows may hold.
+    cursor = repo.connection.cursor()
+    row_id = repo.enqueue("hostile-1", "a@example.com", "subject", text_body="x").attempt_id
+    cursor.execute(
+        "UPDATE email_delivery_attempts SET notification_id = %s, subject = %s, last_error_code = 'X',"
+        " last_error_message = %s, status = 'Failed', claim_due_at = DEFAULT",
+        (HOSTILE, HOSTILE, HOSTILE),
+    )
+    cursor.close()
+    views = (
+        ["list", "--status", "Failed"],
+        ["show", "--notification-id", HOSTILE],
+        ["show", "--json", str(row_id)],
+    )
+    for argv in views:
+        assert main([*argv, "--dsn", dsn.url()]) == 0
+        out = capsys.readouterr().out
+        assert not visible_unsafe(out.replace("\n", "")), (argv, out)
+        assert "\\x1b" in out or "\\u001b" in out
+
+
+def visible_unsafe(text: str) -> list[str]:
+    return UNSAFE_CHARACTERS.findall(text)

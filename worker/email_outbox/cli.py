@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from email_outbox import operator_cli
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
+from email_outbox.display import visible
 from email_outbox.dsn import resolve_dsn_text
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
 
@@ -106,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutboxError as exc:
         if args.debug:
             raise
-        print(f"email-outbox: {exc}", file=sys.stderr)
+        print(f"email-outbox: {visible(str(exc))}", file=sys.stderr)
         return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidInput)) else EXIT_NOTHING
     except KeyboardInterrupt:
         return 130

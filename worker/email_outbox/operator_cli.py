@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
+from email_outbox.display import visible
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, Status
 from email_outbox.repository import DRIVER_ERRORS, OutboxRepository, translate_error
@@ -85,11 +86,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(_jsonable(value), indent=2, ensure_ascii=False))
+    # ASCII-only: every control, bidi and separator character arrives as a \u escape, never raw.
+    print(json.dumps(_jsonable(value), indent=2, ensure_ascii=True))
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(c) for c in row] for row in rows]
+    cells = [[visible(str(c)) for c in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
@@ -99,7 +101,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 def _short(text: str | None, width: int = 60) -> str:
     if not text:
         return "-"
-    one_line = " ".join(text.split())
+    one_line = visible(" ".join(text.split()))
     return one_line if len(one_line) <= width else one_line[: width - 1] + "…"
 
 
@@ -214,7 +216,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     width = max(len(k) for k in fields)
     for key, value in fields.items():
         shown = _when(value) + " UTC" if isinstance(value, datetime) else ("-" if value is None else value)
-        print(f"{key:<{width}}  {shown}")
+        print(f"{key:<{width}}  {visible(str(shown))}")
     print()
     print(f"history ({len(events)} events):")
     print(
@@ -376,7 +378,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             )
             new += result.affected
             kind = "duplicate of" if result.duplicate else "enqueued as"
-            print(f"{item.get('notification_id')}: {kind} id {result.attempt_id}")
+            print(f"{visible(str(item.get('notification_id')))}: {kind} id {result.attempt_id}")
     return EXIT_OK if new or not items else EXIT_NOTHING
 
 
