@@ -34,6 +34,7 @@ BEGIN
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_claim_batch: limit must be 1 to 10000';
   END IF;
+  CALL email_internal_check_text('email_claim_batch', 'claimed_by', p_claimed_by, 'text');
 
   CALL email_internal_sweep_stale_leases(p_limit, v_swept);
 

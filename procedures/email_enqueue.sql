@@ -27,24 +27,16 @@ BEGIN
   IF RIGHT(p_notification_id, 1) = BINARY ' ' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: notification_id must not end with a space';
   END IF;
-  IF p_to_address IS NULL OR CHAR_LENGTH(p_to_address) > 320
-     OR CHAR_LENGTH(p_to_address) - CHAR_LENGTH(REPLACE(p_to_address, '@', '')) <> 1
-     OR LEFT(p_to_address, 1) = '@' OR RIGHT(p_to_address, 1) = '@'
-     OR LOCATE(CHAR(13), p_to_address) > 0 OR LOCATE(CHAR(10), p_to_address) > 0 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
-      'email_enqueue: to_address must be at most 320 characters with exactly one @ between text, and no CR or LF';
+  CALL email_internal_check_text('email_enqueue', 'notification_id', p_notification_id, 'text');
+  IF p_to_address IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: to_address is required';
   END IF;
-  IF p_from_address IS NOT NULL AND (CHAR_LENGTH(p_from_address) > 320
-     OR CHAR_LENGTH(p_from_address) - CHAR_LENGTH(REPLACE(p_from_address, '@', '')) <> 1
-     OR LEFT(p_from_address, 1) = '@' OR RIGHT(p_from_address, 1) = '@'
-     OR LOCATE(CHAR(13), p_from_address) > 0 OR LOCATE(CHAR(10), p_from_address) > 0) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
-      'email_enqueue: from_address must be NULL or at most 320 characters with exactly one @ between text, and no CR or LF';
+  CALL email_internal_check_text('email_enqueue', 'to_address', p_to_address, 'address');
+  CALL email_internal_check_text('email_enqueue', 'from_address', p_from_address, 'address');
+  IF p_subject IS NULL OR CHAR_LENGTH(p_subject) > 998 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: subject must be at most 998 characters';
   END IF;
-  IF p_subject IS NULL OR CHAR_LENGTH(p_subject) > 998
-     OR LOCATE(CHAR(13), p_subject) > 0 OR LOCATE(CHAR(10), p_subject) > 0 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: subject must be at most 998 characters with no CR or LF';
-  END IF;
+  CALL email_internal_check_text('email_enqueue', 'subject', p_subject, 'text');
   IF p_text_body IS NULL AND p_html_body IS NULL THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: text_body or html_body must be given';
   END IF;
@@ -53,6 +45,12 @@ BEGIN
   END IF;
   IF p_max_attempts IS NOT NULL AND (p_max_attempts < 1 OR p_max_attempts > 100) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: max_attempts must be NULL or 1 to 100';
+  END IF;
+  -- A due time far in the past would jump every queue; one far ahead is a typo. Both are refused.
+  IF p_send_after IS NOT NULL
+     AND (p_send_after < v_now - INTERVAL 30 DAY OR p_send_after > v_now + INTERVAL 366 DAY) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      'email_enqueue: send_after must be NULL or a UTC time from 30 days ago to 366 days ahead';
   END IF;
 
   INSERT INTO email_delivery_attempts

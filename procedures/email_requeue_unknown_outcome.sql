@@ -19,6 +19,8 @@ BEGIN
   IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: reason must be 1 to 2000 characters, not blank';
   END IF;
+  CALL email_internal_check_text('email_requeue_unknown_outcome', 'requeued_by', p_requeued_by, 'text');
+  CALL email_internal_check_text('email_requeue_unknown_outcome', 'reason', p_reason, 'text');
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET status = 'Pending',
          max_attempts = GREATEST(max_attempts, attempt_count + 1),

@@ -27,6 +27,9 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
       'email_resolve_unknown_outcome: provider_message_id must be at most 191 characters, and only given with Sent';
   END IF;
+  CALL email_internal_check_text('email_resolve_unknown_outcome', 'resolved_by', p_resolved_by, 'text');
+  CALL email_internal_check_text('email_resolve_unknown_outcome', 'reason', p_reason, 'text');
+  CALL email_internal_check_text('email_resolve_unknown_outcome', 'provider_message_id', p_provider_message_id, 'text');
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET status = p_outcome,
          provider_message_id = COALESCE(p_provider_message_id, provider_message_id),

@@ -22,6 +22,7 @@ BEGIN
   IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_try_claim: lease_seconds must be 1 to 86400';
   END IF;
+  CALL email_internal_check_text('email_try_claim', 'claimed_by', p_claimed_by, 'text');
 
   -- Assignments read columns before they are changed, so the result is the same under MySQL's
   -- left-to-right and MariaDB's SIMULTANEOUS_ASSIGNMENT semantics.

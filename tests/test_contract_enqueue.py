@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 
 import mysql.connector
 import pytest
@@ -145,7 +146,8 @@ def test_send_after_delays_the_row(repo: OutboxRepository) -> None:
 
 
 def test_values_are_stored_byte_exact(repo: OutboxRepository) -> None:
-    subject = "Grüße 🎉 \u0000 ' \" \\ ; -- /* */ %s"
+    subject = "Grüße 🎉 ' \" \\ ; -- /* */ %s"
+    # A body is not a header: it keeps every character, controls included.
     body = "😀" * 1000 + "\u0000\t\u202e"
     result = repo.enqueue("ünïcødé-🎉", "ü@exämple.com", subject, text_body=body, html_body=None)
     row = repo.get_row(result.attempt_id)
@@ -155,6 +157,27 @@ def test_values_are_stored_byte_exact(repo: OutboxRepository) -> None:
         == body
     )
 
+
+HEADER_FIELDS = {
+    "notification_id": "n{}1",
+    "subject": "s{}s",
+    "to_address": "a{}@example.com",
+    "from_address": "f{}@example.com",
+}
+UNSAFE_SAMPLES = (
+    "\x00",
+    "\t",
+    "\x1b",
+    "\x7f",
+    "\x85",
+    "\x9b",
+    "\u2028",
+    "\u2029",
+    "\u202e",
+    "\u2066",
+    "\u200f",
+    "\u061c",
+)
 
 BAD_ENQUEUES = [
     (dict(notification_id=None), "notification_id"),
@@ -179,6 +202,25 @@ BAD_ENQUEUES = [
     (dict(max_attempts=0), "max_attempts"),
     (dict(max_attempts=101), "max_attempts"),
     (dict(max_attempts=-5), "max_attempts"),
+    # The shared rule set for header and log fields (email_internal_check_text).
+    *[
+        ({field: template.format(bad)}, field)
+        for field, template in HEADER_FIELDS.items()
+        for bad in UNSAFE_SAMPLES
+    ],
+    *[
+        (dict(to_address=bad), "to_address")
+        for bad in (
+            "a@x.com,b@y.com",
+            "a@x.com;b@y.com",
+            "Ann <a@x.com>",
+            "a b@x.com",
+            '"a"@x.com',
+            "a\\b@x.com",
+        )
+    ],
+    (dict(send_after=datetime(1, 1, 1)), "send_after"),
+    (dict(send_after=datetime(9999, 12, 31)), "send_after"),
 ]
 
 

@@ -168,8 +168,9 @@ def test_operator_reads_and_acts_but_cannot_claim_or_write(
 
 
 def test_cli_says_access_denied_in_one_line(
-    accounts: dict[str, DatabaseDsn], capsys: pytest.CaptureFixture[str]
+    accounts: dict[str, DatabaseDsn], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert main(["status", "--dsn", accounts["enqueuer"].url()]) == 1
+    monkeypatch.setenv("EMAIL_OUTBOX_DSN", accounts["enqueuer"].url())
+    assert main(["status"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "denied" in err[0].lower()
