@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from email_outbox.display import UNSAFE_CHARACTERS
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
@@ -368,9 +369,30 @@ any_text = st.text(st.characters(codec="utf-8"), max_size=40)
 hostile = st.one_of(
     any_text,
     st.sampled_from(["'", '"', "\\", "%", "_", "`", "'; DROP TABLE email_delivery_attempts; --", "\x00", "\r\n",
-                     "😀" * 200, "a" * 191, "a" * 192, "é" * 320, " ", "NULL", "\\'", "\t"]),
+                     "😀" * 200, "a" * 191, "a" * 192, "é" * 320, " ", "NULL", "\\'", "\t", "\x1b[31m", "\x7f",
+                     "\x85", "\u2028", "\u2029", "\u202e", "\u2067", "\u200e", "\u061c", ",", ";", "<", ">", "(",
+                     "a@x.com,b@y.com"]),
     st.builds(lambda n, c: c * n, st.integers(150, 1100), st.sampled_from(["a", "é", "😀", "\x01"])),
 )  # fmt: skip
+
+
+def _breaks_text_rule(*values: str | None) -> bool:
+    """The SQL rule set (email_internal_check_text), restated: the fuzzers check the two agree."""
+    return any(v is not None and UNSAFE_CHARACTERS.search(v) is not None for v in values)
+
+
+def _not_one_address(value: str | None) -> bool:
+    if value is None:
+        return False
+    local, _, domain = value.partition("@")
+    return (
+        len(value) > 320
+        or value.count("@") != 1
+        or not local
+        or not domain
+        or any(c in value for c in ' ,;<>"()\\')
+        or _breaks_text_rule(value)
+    )
 
 
 def _stored(repo: OutboxRepository, attempt_id: int) -> dict[str, Any]:
@@ -422,6 +444,7 @@ def test_enqueue_fuzz_stores_byte_exact_or_refuses_with_45000(server: TestServer
         to = f"{local}@{domain}"
         nid = f"{next(counter)}:{nid}"  # unique, so a duplicate never hides a refusal
         before = (_count(repo, "email_delivery_attempts"), _count(repo, "email_delivery_events"))
+        must_refuse = _breaks_text_rule(nid, subject) or _not_one_address(to) or _not_one_address(from_addr)
         try:
             result = repo.enqueue(nid, to, subject, text_body=text, html_body=html, from_address=from_addr)
         except InvalidInput as exc:
@@ -429,6 +452,7 @@ def test_enqueue_fuzz_stores_byte_exact_or_refuses_with_45000(server: TestServer
             after = (_count(repo, "email_delivery_attempts"), _count(repo, "email_delivery_events"))
             assert after == before, "a refused enqueue wrote nothing"
             return
+        assert not must_refuse, "a header or log field breaking the rule set was accepted"
         assert result.affected == 1
         stored = _stored(repo, result.attempt_id)
         assert stored == {
@@ -465,6 +489,7 @@ def test_operator_procedures_fuzz_refuse_with_45000_or_store_exactly(
     def check(by: str, reason: str, message_id: str | None, requeue: bool) -> None:
         attempt_id = unknown_row()
         events_before = _count(repo, "email_delivery_events")
+        must_refuse = _breaks_text_rule(by, reason, None if requeue else message_id)
         try:
             if requeue:
                 affected = repo.requeue_unknown_outcome(attempt_id, by, reason)
@@ -475,6 +500,7 @@ def test_operator_procedures_fuzz_refuse_with_45000_or_store_exactly(
             assert repo.get_row(attempt_id).status is Status.UNKNOWN_OUTCOME, "nothing written"
             assert _count(repo, "email_delivery_events") == events_before
             return
+        assert not must_refuse, "an operator field breaking the rule set was accepted"
         assert affected == 1
         row = repo.get_row(attempt_id)
         event = repo.events(attempt_id)[-1]
