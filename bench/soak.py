@@ -37,9 +37,9 @@ from typing import Any
 
 import mysql.connector
 from email_outbox.devtools.dbserver import PrivateServer
+from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
 from email_outbox.dsn import DatabaseDsn
-from email_outbox.migrate import migrate
 from email_outbox.models import Status
 
 FAULTS = (
@@ -134,7 +134,7 @@ class Soak:
         cur.execute("CREATE DATABASE email_outbox_soak CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         conn.close()
         dsn = DatabaseDsn.parse(self.server.dsn("email_outbox_soak"))
-        migrate(dsn)
+        migrate_for_local_use(dsn)
         conn = self.connect(dsn)
         cur = conn.cursor()
         # The business table the enqueuers change in the same transaction as the email.

@@ -44,8 +44,8 @@ from typing import Any
 
 import mysql.connector
 from email_outbox.devtools.dbserver import PrivateServer, free_port
+from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.dsn import DatabaseDsn
-from email_outbox.migrate import migrate
 from email_outbox.repository import OutboxRepository
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ class Bench:
         cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         conn.close()
         dsn = DatabaseDsn.parse(self.server.dsn(name))
-        migrate(dsn)
+        migrate_for_local_use(dsn)
         return dsn
 
     def status(self, name: str) -> int:

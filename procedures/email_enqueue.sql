@@ -33,6 +33,9 @@ BEGIN
   END IF;
   CALL email_internal_check_text('email_enqueue', 'to_address', p_to_address, 'address');
   CALL email_internal_check_text('email_enqueue', 'from_address', p_from_address, 'address');
+  IF p_from_address IS NOT NULL THEN
+    CALL email_internal_check_sender('email_enqueue', p_from_address);
+  END IF;
   IF p_subject IS NULL OR CHAR_LENGTH(p_subject) > 998 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: subject must be at most 998 characters';
   END IF;

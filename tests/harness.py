@@ -16,8 +16,8 @@ from typing import Any
 
 import mysql.connector
 from email_outbox.devtools.dbserver import PrivateServer
+from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.dsn import DatabaseDsn
-from email_outbox.migrate import migrate
 
 TABLES = ("email_delivery_events", "email_delivery_attempts")
 
@@ -60,7 +60,7 @@ class TestServer:
 
     def migrated_database(self, name: str) -> DatabaseDsn:
         dsn = self.create_database(name)
-        migrate(dsn)
+        migrate_for_local_use(dsn)
         return dsn
 
     def truncate(self, dsn: DatabaseDsn) -> None:

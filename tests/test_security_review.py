@@ -16,11 +16,13 @@ from email_outbox.devtools.dbserver import free_port
 from email_outbox.devtools.ses_endpoint import SesEndpoint
 from email_outbox.display import UNSAFE_CHARACTERS
 from email_outbox.dsn import DatabaseDsn, resolve_dsn_text
+from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
 from tests.harness import TestServer
 from tests.helpers import enqueue_many
+from tests.test_security import accounts  # noqa: F401  (a fixture)
 from tests.worker_harness import account, drained, health, spawn_worker, wait_until
 
 
@@ -297,3 +299,110 @@ def test_list_and_show_make_control_characters_visible(
 
 def visible_unsafe(text: str) -> list[str]:
     return UNSAFE_CHARACTERS.findall(text)
+
+
+# --- finding 1: senders are allowed, not assumed -------------------------------------------------------
+def _count_rows(repo: OutboxRepository, table: str) -> int:
+    cursor = repo.connection.cursor()
+    cursor.execute(f"SELECT COUNT(*) FROM {table}")
+    (n,) = cursor.fetchone()  # type: ignore[misc]
+    cursor.close()
+    return int(n)
+
+
+@pytest.fixture
+def allow_list(repo: OutboxRepository) -> Iterator[OutboxRepository]:
+    """The allow-list as a new install has it (empty), put back as the session's fixture left it."""
+    saved = repo.allowed_senders()
+    for s in saved:
+        repo.sender_remove(s.sender, s.account, "test", "emptied for one test")
+    yield repo
+    for s in repo.allowed_senders():
+        repo.sender_remove(s.sender, s.account, "test", "cleanup")
+    for s in saved:
+        repo.sender_add(s.sender, s.account, s.added_by, s.reason)
+
+
+def test_an_enqueue_from_a_sender_not_allowed_is_refused_and_writes_nothing(
+    allow_list: OutboxRepository,
+) -> None:
+    repo = allow_list
+    with pytest.raises(InvalidInput, match="from_address ceo@example.com is not an allowed sender"):
+        repo.enqueue("spoof-1", "a@example.net", "s", text_body="t", from_address="ceo@example.com")
+    assert _count_rows(repo, "email_delivery_attempts") == 0
+
+    assert repo.sender_add("billing@example.com", "", "ops", "invoices") == 1
+    assert repo.sender_add("billing@example.com", "", "ops", "again") == 0
+    assert repo.enqueue(
+        "ok-1", "a@example.net", "s", text_body="t", from_address="BILLING@example.com"
+    ).affected
+    with pytest.raises(InvalidInput, match="not an allowed sender"):
+        repo.enqueue("spoof-2", "a@example.net", "s", text_body="t", from_address="ceo@example.com")
+
+    assert repo.sender_add("@example.org", "", "ops", "the whole domain") == 1
+    assert repo.enqueue(
+        "ok-2", "a@example.net", "s", text_body="t", from_address="anyone@Example.ORG"
+    ).affected
+    # A domain entry allows that domain only, not a subdomain or a lookalike.
+    for other in ("x@sub.example.org", "x@example.org.evil.com"):
+        with pytest.raises(InvalidInput, match="not an allowed sender"):
+            repo.enqueue(f"spoof-{other}", "a@example.net", "s", text_body="t", from_address=other)
+
+    assert repo.sender_remove("billing@example.com", "", "ops", "retired") == 1
+    with pytest.raises(InvalidInput, match="not an allowed sender"):
+        repo.enqueue("spoof-3", "a@example.net", "s", text_body="t", from_address="billing@example.com")
+    # No sender means the worker's default, checked at the worker's start.
+    assert repo.enqueue("default-1", "a@example.net", "s", text_body="t").affected == 1
+
+
+def test_an_allowed_sender_can_be_limited_to_one_account(
+    allow_list: OutboxRepository, accounts: dict[str, DatabaseDsn]
+) -> None:
+    enqueuer = accounts["enqueuer"]
+    allow_list.sender_add("shop@example.com", enqueuer.user, "ops", "the shop's own sender")
+    allow_list.sender_add("hr@example.com", "someone_else", "ops", "not the shop's")
+    shop = OutboxRepository.open(enqueuer)
+    try:
+        assert shop.enqueue(
+            "acct-1", "a@example.net", "s", text_body="t", from_address="shop@example.com"
+        ).affected
+        with pytest.raises(InvalidInput, match="hr@example.com is not an allowed sender"):
+            shop.enqueue("acct-2", "a@example.net", "s", text_body="t", from_address="hr@example.com")
+    finally:
+        shop.close()
+    # The root test account is not the shop's account: the same sender is refused to it.
+    with pytest.raises(InvalidInput, match="not an allowed sender"):
+        allow_list.enqueue("acct-3", "a@example.net", "s", text_body="t", from_address="shop@example.com")
+
+
+def test_senders_cli_changes_are_logged_with_the_callers_account(
+    allow_list: OutboxRepository, dsn: DatabaseDsn, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = ["--dsn", dsn.url()]
+    assert main(["senders", "add", "@example.com", "--by", "ann", "--reason", "our domain", *env]) == 0
+    assert main(["senders", "add", "@example.com", "--by", "ann", "--reason", "twice", *env]) == 1
+    assert main(["senders", "list", *env]) == 0
+    assert "@example.com" in capsys.readouterr().out
+    assert main(["senders", "remove", "@example.com", "--by", "bob", "--reason", "moved", *env]) == 0
+    assert main(["senders", "add", "a@b@c", "--by", "ann", "--reason", "x", *env]) == 2
+    assert main(["senders", "add", "@example.com", "--by", "ann", "--reason", "line\nbreak", *env]) == 2
+    cursor = allow_list.connection.cursor()
+    cursor.execute(
+        "SELECT action, sender, actor, db_account, reason FROM email_allowed_senders_log ORDER BY id"
+    )
+    log = [r for r in cursor.fetchall() if r[2] in ("ann", "bob")]
+    cursor.close()
+    assert [(r[0], r[1], r[2], r[4]) for r in log] == [
+        ("add", "@example.com", "ann", "our domain"),
+        ("remove", "@example.com", "bob", "moved"),
+    ]
+    assert all(r[3].startswith(dsn.user + "@") for r in log), "the server's word for who called"
+
+
+def test_the_worker_refuses_to_start_when_its_default_sender_is_not_allowed(
+    allow_list: OutboxRepository, dsn: DatabaseDsn, tmp_path: Path
+) -> None:
+    with SesEndpoint() as endpoint:
+        worker = spawn_worker(dsn, endpoint.url, tmp_path, "unallowed-default")
+        assert worker.proc.wait(timeout=60) == 2
+    assert "shop@example.com is not on the sender allow-list" in worker.log()

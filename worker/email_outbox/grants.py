@@ -28,6 +28,8 @@ WORKER_PROCEDURES = (
     "email_release_claim",
     # The queue-depth gauge of /metrics.
     "email_outbox_stats",
+    # The start-up check that the default sender is allowed.
+    "email_sender_allowed",
 )
 
 OPERATOR_PROCEDURES = (
@@ -38,9 +40,18 @@ OPERATOR_PROCEDURES = (
     "email_sweep_stale_leases",
     # `email-outbox enqueue`, the ad-hoc send.
     "email_enqueue",
+    # `email-outbox senders`.
+    "email_sender_add",
+    "email_sender_remove",
+    "email_sender_allowed",
 )
 
-OPERATOR_TABLES = ("email_delivery_attempts", "email_delivery_events")
+OPERATOR_TABLES = (
+    "email_delivery_attempts",
+    "email_delivery_events",
+    "email_allowed_senders",
+    "email_allowed_senders_log",
+)
 
 ROLES: dict[str, tuple[str, ...]] = {
     "enqueuer": ENQUEUER_PROCEDURES,

@@ -125,3 +125,15 @@ class QueueHealth:
         if self.oldest_due_at is None:
             return 0.0
         return max(0.0, (self.now - self.oldest_due_at).total_seconds())
+
+
+@dataclass(frozen=True)
+class AllowedSender:
+    """One entry of the sender allow-list: an address or '@domain', for one user name or all ('')."""
+
+    sender: str
+    account: str
+    added_at: datetime
+    added_by: str
+    added_via: str
+    reason: str

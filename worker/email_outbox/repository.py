@@ -27,6 +27,7 @@ from email_outbox.errors import (
     TransientDatabaseError,
 )
 from email_outbox.models import (
+    AllowedSender,
     Candidate,
     ClaimedEmail,
     DeliveryEvent,
@@ -293,6 +294,23 @@ class OutboxRepository:
             StatusCount(Status(r["status"]), int(r["count"]), r["oldest_due_at"])
             for r in self._call("email_outbox_stats", ())
         ]
+
+    # --- the sender allow-list (docs/security.md) -------------------------------------------------
+    def sender_allowed(self, sender: str, account: str = "") -> bool:
+        return bool(self._call("email_sender_allowed", (sender, account))[0]["allowed"])
+
+    def sender_add(self, sender: str, account: str, added_by: str, reason: str) -> int:
+        return self._affected("email_sender_add", (sender, account, added_by, reason))
+
+    def sender_remove(self, sender: str, account: str, removed_by: str, reason: str) -> int:
+        return self._affected("email_sender_remove", (sender, account, removed_by, reason))
+
+    def allowed_senders(self) -> list[AllowedSender]:
+        rows = self._select(
+            "SELECT sender, account, added_at, added_by, added_via, reason FROM email_allowed_senders"
+            " ORDER BY sender, account LIMIT 10000"
+        )
+        return [AllowedSender(**r) for r in rows]
 
     def purge_bodies(self, older_than_days: int, limit: int) -> int:
         return self._affected("email_purge_bodies", (older_than_days, limit))

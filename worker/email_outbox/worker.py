@@ -22,7 +22,13 @@ from email_outbox import failpoints
 from email_outbox.backoff import retry_delay_seconds
 from email_outbox.classify import Decision, Outcome
 from email_outbox.config import WorkerConfig
-from email_outbox.errors import DatabaseUnavailable, OutboxError, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    OutboxError,
+    SchemaNotInstalled,
+    TransientDatabaseError,
+)
 from email_outbox.grants import WORKER_PROCEDURES
 from email_outbox.models import ClaimedEmail
 from email_outbox.ratelimit import TokenBucket
@@ -139,6 +145,11 @@ class Worker:
             raise SchemaNotInstalled(
                 f"procedures missing from {self.config.dsn.database}: {', '.join(sorted(missing))};"
                 " run `email-outbox migrate` (migration 0001_schema plus procedures/) first"
+            )
+        if self.config.default_from and not repo.sender_allowed(self.config.default_from):
+            raise ConfigError(
+                f"the default sender {self.config.default_from} is not on the sender allow-list for every"
+                f" account: email-outbox senders add {self.config.default_from} --by NAME --reason TEXT"
             )
         try:
             cursor = repo.connection.cursor()

@@ -18,9 +18,9 @@ import mysql.connector
 
 from email_outbox.cli import main as operator_main
 from email_outbox.devtools.dbserver import PrivateServer
+from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.devtools.ses_endpoint import SesEndpoint
 from email_outbox.dsn import DatabaseDsn
-from email_outbox.migrate import migrate
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
@@ -57,7 +57,7 @@ def main() -> int:
         conn.close()
         dsn = DatabaseDsn.parse(server.dsn("email_outbox_demo"))
         print(f"server {server.version()} on 127.0.0.1:{server.port}; migrating", flush=True)
-        for line in migrate(dsn).lines()[-1:]:
+        for line in migrate_for_local_use(dsn).lines()[-1:]:
             print(f"  {line}")
         endpoint.start()
         print(f"local SES endpoint on {endpoint.url}", flush=True)

@@ -1,0 +1,96 @@
+"""Issue 13 (security review): the sender allow-list and an index that keeps `purge-bodies` linear.
+
+Idempotent like 0001: IF NOT EXISTS everywhere, so a migrator killed mid-way simply runs again.
+"""
+
+from typing import Any
+
+from yoyo import step
+
+__depends__ = {"0001_schema"}
+
+
+def _add_index(conn: Any, table: str, name: str, ddl: str) -> None:
+    cursor = conn.cursor()
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.STATISTICS"
+        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND INDEX_NAME = %s",
+        (table, name),
+    )
+    if cursor.fetchone()[0] == 0:
+        cursor.execute(ddl)
+    cursor.close()
+
+
+steps = [
+    # Senders an enqueue may use: a whole address ('billing@example.com') or a whole domain
+    # ('@example.com'), for every enqueuing account ('' ) or for one account ('shop_app@%' as
+    # SESSION_USER() names it: user@client-host, matched with LIKE on the host part).
+    step(
+        """
+CREATE TABLE IF NOT EXISTS email_allowed_senders (
+  id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  sender      VARCHAR(320) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL,
+  account     VARCHAR(300) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
+  added_at    DATETIME(6) NOT NULL,
+  added_by    VARCHAR(191) NOT NULL,
+  added_via   VARCHAR(300) NOT NULL,
+  reason      VARCHAR(2000) NOT NULL,
+  PRIMARY KEY (id),
+  UNIQUE KEY uq_email_allowed_senders (sender(191), account(100))
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
+"""
+    ),
+    # Every change to the allow-list, kept after a removal: who, from which account, when, why.
+    step(
+        """
+CREATE TABLE IF NOT EXISTS email_allowed_senders_log (
+  id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  occurred_at DATETIME(6) NOT NULL,
+  action      ENUM('add', 'remove') NOT NULL,
+  sender      VARCHAR(320) NOT NULL,
+  account     VARCHAR(300) NOT NULL,
+  actor       VARCHAR(191) NOT NULL,
+  db_account  VARCHAR(300) NOT NULL,
+  reason      VARCHAR(2000) NOT NULL,
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
+"""
+    ),
+    # purge-bodies walks the rows whose bodies are still there, in id order: purged rows drop out of
+    # this index's NULL range, so each batch starts where the last one stopped instead of rescanning.
+    step(
+        lambda conn: _add_index(
+            conn,
+            "email_delivery_attempts",
+            "ix_email_delivery_attempts_unpurged",
+            "ALTER TABLE email_delivery_attempts ADD INDEX ix_email_delivery_attempts_unpurged (bodies_purged_at, id)",
+        )
+    ),
+]
+
+# An installation that already sends keeps sending: every sender its enqueuers have used so far is
+# allowed for every account, and logged as seeded. Review the list afterwards (`email-outbox senders list`).
+steps.append(
+    step(
+        """
+INSERT IGNORE INTO email_allowed_senders (sender, account, added_at, added_by, added_via, reason)
+SELECT DISTINCT from_address, '', UTC_TIMESTAMP(6), 'migration 0003_security', SESSION_USER(),
+       'seeded: in use before the allow-list existed'
+  FROM email_delivery_attempts
+ WHERE from_address IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM email_allowed_senders_log)
+"""
+    )
+)
+steps.append(
+    step(
+        """
+INSERT INTO email_allowed_senders_log (occurred_at, action, sender, account, actor, db_account, reason)
+SELECT added_at, 'add', sender, account, added_by, added_via, reason
+  FROM email_allowed_senders
+ WHERE added_by = 'migration 0003_security'
+   AND NOT EXISTS (SELECT 1 FROM email_allowed_senders_log)
+"""
+    )
+)

@@ -1,0 +1,18 @@
+-- Raises 45000 unless the calling account may send as p_sender. The account is SESSION_USER(), the
+-- server's word for who called, never a name the caller passes in.
+CREATE PROCEDURE email_internal_check_sender(
+  IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
+  IN p_sender VARCHAR(320) CHARACTER SET utf8mb4
+)
+READS SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_allowed INT DEFAULT 0;
+  DECLARE v_message VARCHAR(600) CHARACTER SET utf8mb4;
+  CALL email_internal_sender_allowed(p_sender, SUBSTRING_INDEX(SESSION_USER(), '@', 1), v_allowed);
+  IF v_allowed = 0 THEN
+    SET v_message = CONCAT(p_where, ': from_address ', p_sender,
+      ' is not an allowed sender for this account (email-outbox senders add)');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+END
