@@ -13,11 +13,12 @@ BEGIN
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_done INT DEFAULT 0;
   DECLARE v_affected BIGINT DEFAULT 0;
-  -- Oldest ids first: old terminal rows sit at the low end of the primary key, so the scan stops early.
+  -- Only rows that still hold bodies, oldest id first: purged rows have left the index's NULL range,
+  -- so every batch starts where the previous one stopped and a whole purge is linear in the table.
   DECLARE c_old CURSOR FOR
-    SELECT id FROM email_delivery_attempts
-     WHERE status IN ('Sent', 'Failed') AND updated_at < v_cutoff AND bodies_purged_at IS NULL
-     ORDER BY id
+    SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_unpurged)
+     WHERE bodies_purged_at IS NULL AND status IN ('Sent', 'Failed') AND updated_at < v_cutoff
+     ORDER BY bodies_purged_at, id
      LIMIT p_limit;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import os
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
+from email_outbox.cli import main
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.repository import OutboxRepository
 
@@ -14,6 +17,7 @@ from tests.harness import TestServer, start_private_test_server, start_test_serv
 
 _server: TestServer | None = None
 _names = itertools.count(1)
+ROLE_PASSWORD = "s3cret-Pass"
 
 
 def get_test_server() -> TestServer:
@@ -62,6 +66,39 @@ def killable_server() -> Iterator[TestServer]:
     server = start_private_test_server()
     yield server
     server.close()
+
+
+@pytest.fixture
+def accounts(server: TestServer, dsn: DatabaseDsn) -> Iterator[dict[str, DatabaseDsn]]:
+    """Three fresh accounts, created and granted by `email-outbox grant`, dropped afterwards."""
+    suffix = uuid.uuid4().hex[:8]
+    made: dict[str, DatabaseDsn] = {}
+    os.environ["TEST_ROLE_ROLE_PASSWORD"] = ROLE_PASSWORD
+    try:
+        for role in ("enqueuer", "worker", "operator"):
+            user = f"eo_{role}_{suffix}"
+            code = main(
+                [
+                    "grant",
+                    role,
+                    f"{user}@%",
+                    "--dsn",
+                    dsn.url(),
+                    "--create",
+                    "--password-env",
+                    "TEST_ROLE_ROLE_PASSWORD",
+                ]
+            )
+            assert code == 0
+            made[role] = DatabaseDsn(user, ROLE_PASSWORD, dsn.host, dsn.port, dsn.database, dsn.unix_socket)
+        yield made
+    finally:
+        del os.environ["TEST_ROLE_ROLE_PASSWORD"]
+        conn = server.admin_connection()
+        cursor = conn.cursor()
+        for account_dsn in made.values():
+            cursor.execute(f"DROP USER IF EXISTS '{account_dsn.user}'@'%'")
+        conn.close()
 
 
 @pytest.fixture

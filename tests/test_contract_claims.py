@@ -92,14 +92,20 @@ def test_candidates_oldest_due_first(repo: OutboxRepository) -> None:
 
 def test_claim_batch_returns_message_columns_and_lease(repo: OutboxRepository) -> None:
     attempt_id = repo.enqueue(
-        "m1", "to@x.y", "Hi", text_body="t", html_body="<b>h</b>", from_address="f@x.y", max_attempts=3
+        "m1",
+        "to@x.y",
+        "Hi",
+        text_body="t",
+        html_body="<b>h</b>",
+        from_address="f@example.com",
+        max_attempts=3,
     ).attempt_id
     (claimed,) = repo.claim_batch(token(), "w", 90, 5)
     assert (claimed.id, claimed.notification_id, claimed.to_address, claimed.from_address) == (
         attempt_id,
         "m1",
         "to@x.y",
-        "f@x.y",
+        "f@example.com",
     )
     assert (claimed.subject, claimed.text_body, claimed.html_body) == ("Hi", "t", "<b>h</b>")
     assert (claimed.attempt_count, claimed.max_attempts) == (0, 3)

@@ -269,7 +269,7 @@ def test_tables_are_utf8mb4_innodb(dsn: DatabaseDsn) -> None:
         rows = cur.fetchall()
     finally:
         conn.close()
-    assert len(rows) == 2
+    assert len(rows) == 4, rows
     for _name, engine, collation in rows:  # type: ignore[misc]
         assert engine == "InnoDB" and str(collation).startswith("utf8mb4")
 

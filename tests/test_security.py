@@ -3,9 +3,6 @@ is the server's own privilege error. The procedures (SQL SECURITY DEFINER) are t
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import mysql.connector
@@ -14,50 +11,21 @@ from email_outbox.cli import main
 from email_outbox.devtools.ses_endpoint import SesEndpoint
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import AccessDenied
-from email_outbox.grants import OPERATOR_PROCEDURES, WORKER_PROCEDURES, Account, grant_statements
+from email_outbox.grants import (
+    OPERATOR_PROCEDURES,
+    OPERATOR_TABLES,
+    WORKER_PROCEDURES,
+    Account,
+    grant_statements,
+)
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
-from tests.harness import TestServer
 from tests.helpers import enqueue_many, token
 from tests.worker_harness import account, drained, spawn_worker, wait_until
 
 ER_TABLEACCESS_DENIED = 1142
 ER_PROCACCESS_DENIED = 1370
-PASSWORD = "s3cret-Pass"
-
-
-@pytest.fixture
-def accounts(server: TestServer, dsn: DatabaseDsn) -> Iterator[dict[str, DatabaseDsn]]:
-    """Three fresh accounts, created and granted by `email-outbox grant`, dropped afterwards."""
-    suffix = uuid.uuid4().hex[:8]
-    made: dict[str, DatabaseDsn] = {}
-    os.environ["TEST_ROLE_PASSWORD"] = PASSWORD
-    try:
-        for role in ("enqueuer", "worker", "operator"):
-            user = f"eo_{role}_{suffix}"
-            code = main(
-                [
-                    "grant",
-                    role,
-                    f"{user}@%",
-                    "--dsn",
-                    dsn.url(),
-                    "--create",
-                    "--password-env",
-                    "TEST_ROLE_PASSWORD",
-                ]
-            )
-            assert code == 0
-            made[role] = DatabaseDsn(user, PASSWORD, dsn.host, dsn.port, dsn.database, dsn.unix_socket)
-        yield made
-    finally:
-        del os.environ["TEST_ROLE_PASSWORD"]
-        conn = server.admin_connection()
-        cursor = conn.cursor()
-        for account_dsn in made.values():
-            cursor.execute(f"DROP USER IF EXISTS '{account_dsn.user}'@'%'")
-        conn.close()
 
 
 def raw(dsn: DatabaseDsn) -> mysql.connector.MySQLConnection:
@@ -91,7 +59,7 @@ def test_grant_print_shows_exactly_the_role(dsn: DatabaseDsn, capsys: pytest.Cap
     assert len(lines) == len(WORKER_PROCEDURES)
     assert all(line.startswith("GRANT EXECUTE ON PROCEDURE") and "'w'@'10.0.0.%'" in line for line in lines)
     operator = grant_statements("operator", Account.parse("ops"), "outbox")
-    assert sum("GRANT SELECT" in s for s in operator) == 2
+    assert sum("GRANT SELECT" in s for s in operator) == len(OPERATOR_TABLES) == 4
     assert not any("UPDATE" in s or "INSERT" in s or "DELETE" in s for s in operator)
 
 

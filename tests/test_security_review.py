@@ -22,7 +22,6 @@ from email_outbox.repository import OutboxRepository
 
 from tests.harness import TestServer
 from tests.helpers import enqueue_many
-from tests.test_security import accounts  # noqa: F401  (a fixture)
 from tests.worker_harness import account, drained, health, spawn_worker, wait_until
 
 
@@ -327,7 +326,7 @@ def test_an_enqueue_from_a_sender_not_allowed_is_refused_and_writes_nothing(
     allow_list: OutboxRepository,
 ) -> None:
     repo = allow_list
-    with pytest.raises(InvalidInput, match="from_address ceo@example.com is not an allowed sender"):
+    with pytest.raises(InvalidInput, match=r"from_address ceo@example\.com is not an allowed sender"):
         repo.enqueue("spoof-1", "a@example.net", "s", text_body="t", from_address="ceo@example.com")
     assert _count_rows(repo, "email_delivery_attempts") == 0
 
@@ -366,7 +365,7 @@ def test_an_allowed_sender_can_be_limited_to_one_account(
         assert shop.enqueue(
             "acct-1", "a@example.net", "s", text_body="t", from_address="shop@example.com"
         ).affected
-        with pytest.raises(InvalidInput, match="hr@example.com is not an allowed sender"):
+        with pytest.raises(InvalidInput, match=r"hr@example\.com is not an allowed sender"):
             shop.enqueue("acct-2", "a@example.net", "s", text_body="t", from_address="hr@example.com")
     finally:
         shop.close()

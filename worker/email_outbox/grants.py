@@ -27,7 +27,7 @@ WORKER_PROCEDURES = (
     "email_finalize_unknown",
     "email_release_claim",
     # The queue-depth gauge of /metrics.
-    "email_outbox_stats",
+    "email_outbox_queue_stats",
     # The start-up check that the default sender is allowed.
     "email_sender_allowed",
 )
@@ -36,6 +36,7 @@ OPERATOR_PROCEDURES = (
     "email_requeue_unknown_outcome",
     "email_resolve_unknown_outcome",
     "email_outbox_stats",
+    "email_outbox_queue_stats",
     "email_purge_bodies",
     "email_sweep_stale_leases",
     # `email-outbox enqueue`, the ad-hoc send.

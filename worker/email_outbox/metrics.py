@@ -175,7 +175,7 @@ class QueueSampler:
         self.thread.start()
 
     def sample(self, repo: OutboxRepository) -> None:
-        counts = repo.outbox_stats()
+        counts = repo.queue_stats()
         now = repo.database_time()
         self.latest = QueueSnapshot(counts, now, time.monotonic())
 

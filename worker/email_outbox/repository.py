@@ -312,6 +312,13 @@ class OutboxRepository:
         )
         return [AllowedSender(**r) for r in rows]
 
+    def queue_stats(self) -> list[StatusCount]:
+        """Pending, Retrying and Processing only: a cost that follows the backlog, not the history."""
+        return [
+            StatusCount(Status(r["status"]), int(r["count"]), r["oldest_due_at"])
+            for r in self._call("email_outbox_queue_stats", ())
+        ]
+
     def purge_bodies(self, older_than_days: int, limit: int) -> int:
         return self._affected("email_purge_bodies", (older_than_days, limit))
 
