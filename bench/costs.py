@@ -21,13 +21,10 @@ import time
 from pathlib import Path
 
 import mysql.connector
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "worker"))
-
-from email_outbox.devtools.dbserver import PrivateServer  # noqa: E402
-from email_outbox.devtools.localdb import migrate_for_local_use  # noqa: E402
-from email_outbox.dsn import DatabaseDsn  # noqa: E402
-from email_outbox.repository import OutboxRepository  # noqa: E402
+from email_outbox.devtools.dbserver import PrivateServer
+from email_outbox.devtools.localdb import migrate_for_local_use
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.repository import OutboxRepository
 
 DIGITS = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 

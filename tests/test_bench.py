@@ -28,3 +28,15 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
     data = json.loads(results.read_text())
     assert {r["path"] for r in data["claim_paths"]} == {"per_row", "batch"}
     assert (results.parent / "performance.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_tiny_costs_run_prints_the_gauge_and_purge_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "costs.py"), "--tiny"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for figure in ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000"):
+        assert figure in result.stdout, f"{figure} missing from the output"
