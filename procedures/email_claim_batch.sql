@@ -70,10 +70,15 @@ BEGIN
          a.claimed_at = v_now,
          a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
          a.row_version = a.row_version + 1,
-         a.updated_at = v_now,
-         a.updated_by = p_claimed_by,
-         a.transition_detail = 'claimed'
+         a.updated_at = v_now
    WHERE a.status IN ('Pending', 'Retrying');
+  -- The batch form of email_internal_record_event: one statement for every claimed row, in the
+  -- claim's transaction. It reads the in-memory id list only, never the attempts table.
+  INSERT INTO email_delivery_events
+    (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+  SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
+    FROM email_claim_batch_ids c
+   ORDER BY c.id;
   COMMIT;
 
   SELECT a.id, a.notification_id, a.to_address, a.from_address, a.subject, a.text_body, a.html_body,

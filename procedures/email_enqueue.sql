@@ -17,8 +17,15 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT NULL;
-  -- Only the duplicate key is handled; every other error (deadlock included) reaches the caller.
+  DECLARE v_own INT DEFAULT NULL;
+  -- The duplicate key is an answer, not an error. Every other error (deadlock included) undoes this
+  -- call's writes, leaves the caller's earlier writes alone, and reaches the caller.
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL email_internal_undo(v_own);
+    RESIGNAL;
+  END;
 
   IF p_notification_id IS NULL OR CHAR_LENGTH(p_notification_id) < 1 OR CHAR_LENGTH(p_notification_id) > 191 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue: notification_id must be 1 to 191 characters';
@@ -56,20 +63,23 @@ BEGIN
       'email_enqueue: send_after must be NULL or a UTC time from 30 days ago to 366 days ahead';
   END IF;
 
+  CALL email_internal_begin(v_own);
   INSERT INTO email_delivery_attempts
     (notification_id, to_address, from_address, subject, text_body, html_body, status,
-     max_attempts, next_attempt_at, created_at, updated_at, updated_by, transition_detail)
+     max_attempts, next_attempt_at, created_at, updated_at)
   VALUES
     (p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
-     COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now, CURRENT_USER(), 'enqueued');
+     COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now);
 
   IF v_duplicate = 0 THEN
-    SELECT 1 AS affected, LAST_INSERT_ID() AS attempt_id;
+    SET v_attempt_id = LAST_INSERT_ID();
+    CALL email_internal_record_event(v_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
   ELSE
     -- A locking read sees the committed row even when the caller's snapshot predates it.
     SELECT id INTO v_attempt_id FROM email_delivery_attempts
      WHERE notification_id = p_notification_id COLLATE utf8mb4_bin
      LOCK IN SHARE MODE;
-    SELECT 0 AS affected, v_attempt_id AS attempt_id;
   END IF;
+  CALL email_internal_end(v_own);
+  SELECT 1 - v_duplicate AS affected, v_attempt_id AS attempt_id;
 END

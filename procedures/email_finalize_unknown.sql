@@ -9,12 +9,21 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_affected BIGINT DEFAULT 0;
+  DECLARE v_own INT DEFAULT NULL;
+  DECLARE v_actor VARCHAR(191) CHARACTER SET utf8mb4;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL email_internal_undo(v_own);
+    RESIGNAL;
+  END;
   IF p_id IS NULL OR p_id < 1 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_unknown: id must be a positive integer';
   END IF;
   IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_unknown: claim_token must be 1 to 64 characters';
   END IF;
+  CALL email_internal_begin(v_own);
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET status = 'UnknownOutcome',
          attempt_count = attempt_count + 1,
@@ -25,11 +34,16 @@ BEGIN
          lease_expires_at = NULL,
          claimed_from_status = NULL,
          row_version = row_version + 1,
-         updated_at = v_now,
-         updated_by = claimed_by,
-         transition_detail = LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(p_error_message, '?')), 2000)
+         updated_at = v_now
    WHERE id = p_id
      AND claim_token = p_claim_token COLLATE utf8mb4_bin
      AND status = 'Processing';
-  SELECT ROW_COUNT() AS affected;
+  SET v_affected = ROW_COUNT();
+  IF v_affected = 1 THEN
+    SELECT claimed_by INTO v_actor FROM email_delivery_attempts WHERE id = p_id;
+    CALL email_internal_record_event(p_id, v_now, 'Processing', 'UnknownOutcome', p_claim_token, v_actor,
+      LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(p_error_message, '?')), 2000));
+  END IF;
+  CALL email_internal_end(v_own);
+  SELECT v_affected AS affected;
 END

@@ -11,39 +11,55 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_id BIGINT UNSIGNED;
+  DECLARE v_token VARCHAR(64) CHARACTER SET utf8mb4;
+  DECLARE v_claimed_by VARCHAR(191) CHARACTER SET utf8mb4;
+  DECLARE v_lease DATETIME(6);
   DECLARE v_done INT DEFAULT 0;
+  DECLARE v_own INT DEFAULT NULL;
   DECLARE c_expired CURSOR FOR
-    SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_lease)
+    SELECT id, claim_token, claimed_by, lease_expires_at
+      FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_lease)
      WHERE status = 'Processing' AND lease_expires_at <= v_now
      ORDER BY lease_expires_at
      LIMIT p_limit;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL email_internal_undo(v_own);
+    RESIGNAL;
+  END;
 
   SET p_affected = 0;
   OPEN c_expired;
   sweep_loop: LOOP
-    FETCH c_expired INTO v_id;
+    FETCH c_expired INTO v_id, v_token, v_claimed_by, v_lease;
     IF v_done = 1 THEN
       LEAVE sweep_loop;
     END IF;
-    -- A swept lease counts as an attempt: the provider call may have happened.
+    CALL email_internal_begin(v_own);
+    -- A swept lease counts as an attempt: the provider call may have happened. The token read above
+    -- guards the write, so the event names the claim that really expired.
     UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
-       SET transition_detail = CONCAT('lease of ', COALESCE(claimed_by, '?'), ' expired at ',
-                                      DATE_FORMAT(lease_expires_at, '%Y-%m-%d %H:%i:%s.%f')),
-           status = 'UnknownOutcome',
+       SET status = 'UnknownOutcome',
            attempt_count = attempt_count + 1,
            last_attempt_at = claimed_at,
            last_error_code = 'LeaseExpired',
            last_error_message = 'lease expired before the worker finalized the send',
            claim_token = NULL,
            lease_expires_at = NULL,
+           claimed_from_status = NULL,
            row_version = row_version + 1,
-           updated_at = v_now,
-           updated_by = 'lease-sweep'
+           updated_at = v_now
      WHERE id = v_id
+       AND claim_token = v_token COLLATE utf8mb4_bin
        AND status = 'Processing'
        AND lease_expires_at <= v_now;
-    SET p_affected = p_affected + ROW_COUNT();
+    IF ROW_COUNT() = 1 THEN
+      SET p_affected = p_affected + 1;
+      CALL email_internal_record_event(v_id, v_now, 'Processing', 'UnknownOutcome', v_token, 'lease-sweep',
+        CONCAT('lease of ', COALESCE(v_claimed_by, '?'), ' expired at ', DATE_FORMAT(v_lease, '%Y-%m-%d %H:%i:%s.%f')));
+    END IF;
+    CALL email_internal_end(v_own);
   END LOOP;
   CLOSE c_expired;
 END

@@ -11,6 +11,13 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_affected BIGINT DEFAULT 0;
+  DECLARE v_own INT DEFAULT NULL;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL email_internal_undo(v_own);
+    RESIGNAL;
+  END;
   IF p_id IS NULL OR p_id < 1 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: id must be a positive integer';
   END IF;
@@ -30,15 +37,19 @@ BEGIN
   CALL email_internal_check_text('email_resolve_unknown_outcome', 'resolved_by', p_resolved_by, 'text');
   CALL email_internal_check_text('email_resolve_unknown_outcome', 'reason', p_reason, 'text');
   CALL email_internal_check_text('email_resolve_unknown_outcome', 'provider_message_id', p_provider_message_id, 'text');
+  CALL email_internal_begin(v_own);
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET status = p_outcome,
          provider_message_id = COALESCE(p_provider_message_id, provider_message_id),
          sent_at = IF(p_outcome = 'Sent', v_now, sent_at),
          row_version = row_version + 1,
-         updated_at = v_now,
-         updated_by = p_resolved_by,
-         transition_detail = CONCAT('resolved as ', p_outcome, ': ', p_reason)
+         updated_at = v_now
    WHERE id = p_id
      AND status = 'UnknownOutcome';
-  SELECT ROW_COUNT() AS affected;
+  SET v_affected = ROW_COUNT();
+  IF v_affected = 1 THEN
+    CALL email_internal_record_event(p_id, v_now, 'UnknownOutcome', p_outcome, NULL, p_resolved_by, CONCAT('resolved as ', p_outcome, ': ', p_reason));
+  END IF;
+  CALL email_internal_end(v_own);
+  SELECT v_affected AS affected;
 END

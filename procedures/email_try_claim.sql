@@ -10,6 +10,14 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_affected BIGINT DEFAULT 0;
+  DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
+  DECLARE v_own INT DEFAULT NULL;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL email_internal_undo(v_own);
+    RESIGNAL;
+  END;
   IF p_id IS NULL OR p_id < 1 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_try_claim: id must be a positive integer';
   END IF;
@@ -26,6 +34,7 @@ BEGIN
 
   -- Assignments read columns before they are changed, so the result is the same under MySQL's
   -- left-to-right and MariaDB's SIMULTANEOUS_ASSIGNMENT semantics.
+  CALL email_internal_begin(v_own);
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET claimed_from_status = status,
          status = 'Processing',
@@ -34,12 +43,16 @@ BEGIN
          claimed_at = v_now,
          lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
          row_version = row_version + 1,
-         updated_at = v_now,
-         updated_by = p_claimed_by,
-         transition_detail = 'claimed'
+         updated_at = v_now
    WHERE id = p_id
      AND status IN ('Pending', 'Retrying')
      AND next_attempt_at <= v_now
      AND attempt_count < max_attempts;
-  SELECT ROW_COUNT() AS affected;
+  SET v_affected = ROW_COUNT();
+  IF v_affected = 1 THEN
+    SELECT claimed_from_status INTO v_from FROM email_delivery_attempts WHERE id = p_id;
+    CALL email_internal_record_event(p_id, v_now, v_from, 'Processing', p_claim_token, p_claimed_by, 'claimed');
+  END IF;
+  CALL email_internal_end(v_own);
+  SELECT v_affected AS affected;
 END

@@ -1,4 +1,6 @@
-"""The outbox schema: the delivery table, its append-only event log, and the triggers that write it.
+"""The outbox schema: the delivery table and its append-only event log.
+
+The procedures write the event log themselves (0002_audit_in_procedures explains why: no triggers).
 
 Every step is idempotent (IF NOT EXISTS, or a check first): a migrator killed mid-way leaves the
 migration unmarked, and the next run applies it again over what already exists.
@@ -6,49 +8,11 @@ migration unmarked, and the next run applies it again over what already exists.
 Statuses are exactly DESIGN.md section 2's names. Every time is a UTC DATETIME(6) from the database clock.
 """
 
-from typing import Any
-
 from yoyo import step
 
 __depends__: set[str] = set()
 
 STATUSES = "'Pending','Retrying','Processing','Sent','Failed','UnknownOutcome'"
-
-AUDIT_INSERT = """
-CREATE TRIGGER email_delivery_attempts_audit_insert
-AFTER INSERT ON email_delivery_attempts FOR EACH ROW
-INSERT INTO email_delivery_events (attempt_id, occurred_at, from_status, to_status, claim_token, actor, detail)
-VALUES (NEW.id, NEW.updated_at, NULL, NEW.status, NULL, NEW.updated_by, NEW.transition_detail)
-"""
-
-# Only status changes are transitions; a lease extension or a body purge writes no event.
-# INSERT ... VALUES, never INSERT ... SELECT: under innodb_autoinc_lock_mode=1 (MariaDB's default) an
-# INSERT ... SELECT takes the table-level AUTO-INC lock, which serialised concurrent batch claims and
-# failed them with error 1467 when it met SKIP LOCKED.
-AUDIT_UPDATE = """
-CREATE TRIGGER email_delivery_attempts_audit_update
-AFTER UPDATE ON email_delivery_attempts FOR EACH ROW
-BEGIN
-  IF NOT (OLD.status <=> NEW.status) THEN
-    INSERT INTO email_delivery_events (attempt_id, occurred_at, from_status, to_status, claim_token, actor, detail)
-    VALUES (NEW.id, NEW.updated_at, OLD.status, NEW.status, COALESCE(NEW.claim_token, OLD.claim_token),
-            NEW.updated_by, NEW.transition_detail);
-  END IF;
-END
-"""
-
-
-def _create_trigger(conn: Any, name: str, ddl: str) -> None:
-    """Idempotent, so a migrator killed between steps can simply run again."""
-    cursor = conn.cursor()
-    cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME = %s",
-        (name,),
-    )
-    if cursor.fetchone()[0] == 0:
-        cursor.execute(ddl)
-    cursor.close()
-
 
 steps = [
     step(
@@ -83,7 +47,7 @@ CREATE TABLE IF NOT EXISTS email_delivery_attempts (
   -- Bumped by every write, so a guarded UPDATE always changes a column and ROW_COUNT() is the
   -- matched count whether or not the client set CLIENT_FOUND_ROWS (DESIGN.md section 4).
   row_version         BIGINT UNSIGNED NOT NULL DEFAULT 0,
-  -- Who made the latest transition and why: the audit trigger copies them into the event row.
+  -- Unused since 0002 (they fed the audit triggers); kept one release for rolling upgrades.
   updated_by          VARCHAR(191) NULL,
   transition_detail   TEXT NULL,
   -- The claim queue: due time for claimable rows, NULL for every other status. Terminal rows drop
@@ -120,8 +84,4 @@ CREATE TABLE IF NOT EXISTS email_delivery_events (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
 """
     ),
-    # The audit rows are written by triggers, inside the very statement that makes the transition, so
-    # they commit or roll back with it, also inside a caller's business transaction.
-    step(lambda conn: _create_trigger(conn, "email_delivery_attempts_audit_insert", AUDIT_INSERT)),
-    step(lambda conn: _create_trigger(conn, "email_delivery_attempts_audit_update", AUDIT_UPDATE)),
 ]

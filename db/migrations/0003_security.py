@@ -7,7 +7,7 @@ from typing import Any
 
 from yoyo import step
 
-__depends__ = {"0001_schema"}
+__depends__ = {"0001_schema", "0002_audit_in_procedures"}
 
 
 def _add_index(conn: Any, table: str, name: str, ddl: str) -> None:

@@ -108,7 +108,9 @@ class DeliveryEvent:
     from_status: Status | None
     to_status: Status
     claim_token: str | None
+    # The name the caller gave (worker id, operator's --by) and the server's word for the account.
     actor: str | None
+    db_account: str | None
     detail: str | None
 
 

@@ -194,6 +194,7 @@ def _event_line(e: DeliveryEvent) -> list[Any]:
         _when(e.occurred_at),
         f"{e.from_status.value if e.from_status else '-'} -> {e.to_status.value}",
         e.actor or "-",
+        e.db_account or "-",
         e.claim_token or "-",
         _short(e.detail, 70),
     ]
@@ -220,7 +221,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print()
     print(f"history ({len(events)} events):")
     print(
-        _table(["at (UTC)", "transition", "actor", "claim_token", "detail"], [_event_line(e) for e in events])
+        _table(["at (UTC)", "transition", "actor", "db account", "claim_token", "detail"], [_event_line(e) for e in events])
     )
     return EXIT_OK
 

@@ -378,8 +378,8 @@ class OutboxRepository:
 
     def events(self, attempt_id: int) -> list[DeliveryEvent]:
         rows = self._select(
-            "SELECT id, attempt_id, occurred_at, from_status, to_status, claim_token, actor, detail"
-            " FROM email_delivery_events WHERE attempt_id = %s ORDER BY id",
+            "SELECT id, attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account,"
+            " detail FROM email_delivery_events WHERE attempt_id = %s ORDER BY id",
             (attempt_id,),
         )
         return [
@@ -391,6 +391,7 @@ class OutboxRepository:
                 to_status=Status(r["to_status"]),
                 claim_token=r["claim_token"],
                 actor=r["actor"],
+                db_account=r["db_account"],
                 detail=r["detail"],
             )
             for r in rows
