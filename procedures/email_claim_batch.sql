@@ -47,7 +47,13 @@ BEGIN
   -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
   -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
   -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
-  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  -- Statement-based binary logging refuses READ COMMITTED writes to InnoDB (error 1665): there the
+  -- claim keeps the session's level and concurrent claimers may meet deadlocks, which the worker retries.
+  IF @@GLOBAL.log_bin = 1 AND @@SESSION.binlog_format = 'STATEMENT' THEN
+    SET TRANSACTION READ WRITE;
+  ELSE
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  END IF;
   START TRANSACTION;
   SET v_now = UTC_TIMESTAMP(6);
   INSERT INTO email_claim_batch_ids (id, from_status)

@@ -9,11 +9,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import mysql.connector
 import pytest
+from email_outbox.cli import main
 from email_outbox.dsn import DatabaseDsn
+from email_outbox.errors import MigrationError
 from email_outbox.migrate import migrate
 from email_outbox.models import Status
 from email_outbox.paths import migrations_dir, procedures_dir
@@ -285,3 +288,54 @@ def test_migrate_refuses_unreachable_server() -> None:
     assert "cannot connect" in out.stderr
     with pytest.raises(mysql.connector.Error):
         mysql.connector.connect(host="127.0.0.1", port=1, user="root", connection_timeout=2)
+
+
+def test_a_failing_step_reports_the_servers_error_and_the_next_run_succeeds(
+    server: TestServer,
+    fresh_dsn: DatabaseDsn,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """yoyo's savepoint around a step died with the step's implicit DDL commit, and a failure surfaced
+    as `1305 SAVEPOINT sp_N does not exist`. The server's own error must reach the user."""
+    user = f"eo_noalter_{uuid.uuid4().hex[:8]}"
+    conn = server.admin_connection()
+    cursor = conn.cursor()
+    cursor.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'No-alter-pass-1'")
+    # Everything a migration needs but ALTER, which 0002 uses: the first run fails part-way.
+    cursor.execute(
+        "GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, CREATE ROUTINE, ALTER ROUTINE, EXECUTE,"
+        f" CREATE TEMPORARY TABLES, TRIGGER ON `{fresh_dsn.database}`.* TO '{user}'@'%'"
+    )
+    account = DatabaseDsn(user, "No-alter-pass-1", fresh_dsn.host, fresh_dsn.port, fresh_dsn.database)
+    monkeypatch.setenv("EMAIL_OUTBOX_DSN", account.url())
+    try:
+        assert main(["migrate"]) == 1
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(errors) == 1 and "error 1142" in errors[0] and "ALTER command denied" in errors[0], errors
+        assert "SAVEPOINT" not in errors[0]
+        cursor.execute(f"GRANT ALTER ON `{fresh_dsn.database}`.* TO '{user}'@'%'")
+        assert main(["migrate"]) == 0
+        assert migrate(account).applied == []
+    finally:
+        cursor.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        conn.close()
+
+
+def test_migrate_refuses_a_read_only_server_before_changing_anything(
+    server: TestServer, fresh_dsn: DatabaseDsn
+) -> None:
+    conn = server.admin_connection()
+    cursor = conn.cursor()
+    cursor.execute("SET GLOBAL read_only = ON")
+    try:
+        with pytest.raises(MigrationError, match=r"read_only=ON.*writer endpoint"):
+            migrate(fresh_dsn)
+    finally:
+        cursor.execute("SET GLOBAL read_only = OFF")
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME LIKE 'email%%'",
+        (fresh_dsn.database,),
+    )
+    assert cursor.fetchone()[0] == 0, "nothing was created"
+    conn.close()

@@ -12,6 +12,11 @@ from yoyo import step
 
 __depends__: set[str] = set()
 
+# MySQL-family DDL commits on its own, which also ends the savepoint yoyo would wrap a step in; a
+# failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The
+# steps are idempotent instead, and run outside a transaction so the server's error reaches the user.
+__transactional__ = False
+
 STATUSES = "'Pending','Retrying','Processing','Sent','Failed','UnknownOutcome'"
 
 steps = [

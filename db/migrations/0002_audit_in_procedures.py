@@ -19,6 +19,11 @@ from yoyo import step
 
 __depends__ = {"0001_schema"}
 
+# MySQL-family DDL commits on its own, which also ends the savepoint yoyo would wrap a step in; a
+# failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The
+# steps are idempotent instead, and run outside a transaction so the server's error reaches the user.
+__transactional__ = False
+
 OLD_TRIGGERS = ("email_delivery_attempts_audit_insert", "email_delivery_attempts_audit_update")
 
 

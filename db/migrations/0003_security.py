@@ -9,6 +9,11 @@ from yoyo import step
 
 __depends__ = {"0001_schema", "0002_audit_in_procedures"}
 
+# MySQL-family DDL commits on its own, which also ends the savepoint yoyo would wrap a step in; a
+# failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The
+# steps are idempotent instead, and run outside a transaction so the server's error reaches the user.
+__transactional__ = False
+
 
 def _add_index(conn: Any, table: str, name: str, ddl: str) -> None:
     cursor = conn.cursor()

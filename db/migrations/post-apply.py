@@ -7,4 +7,9 @@ nothing and never leaves a moment with a procedure missing.
 from email_outbox.routines import sync_procedures_step
 from yoyo import step
 
+# MySQL-family DDL commits on its own, which also ends the savepoint yoyo would wrap a step in; a
+# failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The
+# steps are idempotent instead, and run outside a transaction so the server's error reaches the user.
+__transactional__ = False
+
 steps = [step(sync_procedures_step)]

@@ -53,6 +53,7 @@ def migrate(
     progress("acquired migration lock")
     report = MigrateReport()
     try:
+        _preflight(backend)
         _repair_interrupted_bootstrap(backend)
         migrations = yoyo.read_migrations(str(migrations_dir()))
         pending = backend.to_apply(migrations)
@@ -66,11 +67,31 @@ def migrate(
         if not report.drift_after.clean:
             raise MigrationError(f"procedures still differ after install: {report.drift_after.describe()}")
     except pymysql.err.Error as exc:
-        raise MigrationError(f"migration failed: {exc}") from exc
+        raise MigrationError(f"migration failed: {_server_error(exc)}") from exc
     finally:
         cursor.execute("SELECT RELEASE_LOCK(%s)", (MIGRATION_LOCK,))
         backend.connection.close()
     return report
+
+
+def _server_error(exc: pymysql.err.Error) -> str:
+    """The server's own code and message, on one line."""
+    if len(exc.args) >= 2 and isinstance(exc.args[0], int):
+        return f"error {exc.args[0]}: {' '.join(str(exc.args[1]).split())}"
+    return " ".join(str(exc).split())
+
+
+def _preflight(backend: Any) -> None:
+    """Settings no migration can work around, checked before anything changes."""
+    cursor = backend.connection.cursor()
+    cursor.execute("SELECT @@GLOBAL.read_only")
+    (read_only,) = cursor.fetchone()
+    if int(read_only):
+        raise MigrationError(
+            "the server is read-only (read_only=ON): run migrate against the primary (RDS: the instance"
+            " or cluster writer endpoint; Aurora: the cluster endpoint; Cloud SQL: the primary instance,"
+            " not a read replica)"
+        )
 
 
 def _repair_interrupted_bootstrap(backend: Any) -> None:

@@ -61,6 +61,8 @@ class AcceptedMessage:
     to: list[str]
     from_address: str | None
     subject: str | None
+    text: str | None
+    html: str | None
     tags: dict[str, str]
     configuration_set: str | None
     accepted_at: float
@@ -99,12 +101,16 @@ class EndpointState:
 
     def record(self, body: dict[str, Any]) -> AcceptedMessage:
         tags = {t.get("Name", ""): t.get("Value", "") for t in body.get("EmailTags", [])}
-        subject = (body.get("Content", {}).get("Simple", {}).get("Subject", {}) or {}).get("Data")
+        simple = body.get("Content", {}).get("Simple", {}) or {}
+        subject = (simple.get("Subject") or {}).get("Data")
+        parts = simple.get("Body") or {}
         message = AcceptedMessage(
             message_id=f"local-{uuid.uuid4()}",
             to=list(body.get("Destination", {}).get("ToAddresses", [])),
             from_address=body.get("FromEmailAddress"),
             subject=subject,
+            text=(parts.get("Text") or {}).get("Data"),
+            html=(parts.get("Html") or {}).get("Data"),
             tags=tags,
             configuration_set=body.get("ConfigurationSetName"),
             accepted_at=time.time(),
