@@ -221,7 +221,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     print()
     print(f"history ({len(events)} events):")
     print(
-        _table(["at (UTC)", "transition", "actor", "db account", "claim_token", "detail"], [_event_line(e) for e in events])
+        _table(
+            ["at (UTC)", "transition", "actor", "db account", "claim_token", "detail"],
+            [_event_line(e) for e in events],
+        )
     )
     return EXIT_OK
 
