@@ -142,3 +142,74 @@ def test_cli_says_access_denied_in_one_line(
     assert main(["status"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "denied" in err[0].lower()
+
+
+# --- docs/security.md, sentence by sentence --------------------------------------------------------
+def test_every_event_names_the_calling_account_beside_the_name_the_caller_gave(
+    accounts: dict[str, DatabaseDsn], repo: OutboxRepository
+) -> None:
+    enqueuer, worker, operator = (
+        OutboxRepository.open(accounts[r]) for r in ("enqueuer", "worker", "operator")
+    )
+    try:
+        attempt_id = enqueuer.enqueue("audit-1", "ann@example.com", "s", text_body="t").attempt_id
+        t = token()
+        # A worker may call itself anything: the actor is its word, db_account the server's.
+        assert worker.try_claim(attempt_id, t, "pretending-to-be-another-worker", 60) == 1
+        assert worker.finalize_unknown(attempt_id, t, "read timeout") == 1
+        assert operator.requeue_unknown_outcome(attempt_id, "alice", "checked SES") == 1
+    finally:
+        for r in (enqueuer, worker, operator):
+            r.close()
+    history = repo.events(attempt_id)
+    accounts_seen = [(e.actor, (e.db_account or "").split("@")[0]) for e in history]
+    assert accounts_seen == [
+        (f"{accounts['enqueuer'].user}@127.0.0.1", accounts["enqueuer"].user),
+        ("pretending-to-be-another-worker", accounts["worker"].user),
+        ("pretending-to-be-another-worker", accounts["worker"].user),
+        ("alice", accounts["operator"].user),
+    ]
+
+
+def test_the_worker_account_changes_only_rows_under_its_own_claim(
+    accounts: dict[str, DatabaseDsn], repo: OutboxRepository
+) -> None:
+    (claimed_elsewhere, done) = enqueue_many(repo, 2, prefix="fence")
+    other = token()
+    assert repo.try_claim(claimed_elsewhere, other, "other-worker", 60) == 1
+    t = token()
+    assert repo.try_claim(done, t, "w", 60) == 1 and repo.finalize_sent(done, t, "m-1") == 1
+    worker = OutboxRepository.open(accounts["worker"])
+    try:
+        # Another claim's row: no token, no change. A terminal row: nothing applies.
+        assert worker.finalize_sent(claimed_elsewhere, token(), "forged") == 0
+        assert worker.release_claim(claimed_elsewhere, token(), 0) == 0
+        failure = worker.finalize_failure(
+            done, t, permanent=True, error_code="X", error_message="after the fact", retry_delay_seconds=0
+        )
+        assert failure.affected == 0
+        assert worker.try_claim(done, token(), "w", 60) == 0
+        with pytest.raises(AccessDenied):
+            worker.sender_add("@evil.example", "", "w", "widen my own rights")
+        # What remains trusted: a claim it holds, it may finalize with any outcome, Sent included,
+        # without sending. The event names its account.
+        mine = token()
+        (fresh,) = enqueue_many(repo, 1, prefix="trusted")
+        assert worker.try_claim(fresh, mine, "w", 60) == 1
+        assert worker.finalize_sent(fresh, mine, "never-sent") == 1
+    finally:
+        worker.close()
+    assert repo.get_row(claimed_elsewhere).status is Status.PROCESSING
+    assert repo.get_row(done).status is Status.SENT
+    assert (repo.events(fresh)[-1].db_account or "").startswith(accounts["worker"].user + "@")
+
+
+def test_the_enqueuer_cannot_widen_or_read_the_sender_allow_list(accounts: dict[str, DatabaseDsn]) -> None:
+    refused(
+        accounts["enqueuer"], "CALL email_sender_add('@evil.example', '', 'app', 'x')", ER_PROCACCESS_DENIED
+    )
+    refused(accounts["enqueuer"], "SELECT * FROM email_allowed_senders", ER_TABLEACCESS_DENIED)
+    refused(accounts["enqueuer"], "INSERT INTO email_allowed_senders_log VALUES ()", ER_TABLEACCESS_DENIED)
+    refused(
+        accounts["worker"], "CALL email_sender_remove('@example.com', '', 'w', 'x')", ER_PROCACCESS_DENIED
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import logging
 import socket
 import sys
 import uuid
@@ -17,6 +19,7 @@ from email_outbox.devtools.ses_endpoint import SesEndpoint
 from email_outbox.display import UNSAFE_CHARACTERS
 from email_outbox.dsn import DatabaseDsn, resolve_dsn_text
 from email_outbox.errors import InvalidInput
+from email_outbox.logs import JsonFormatter, TextFormatter
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
@@ -405,3 +408,17 @@ def test_the_worker_refuses_to_start_when_its_default_sender_is_not_allowed(
         worker = spawn_worker(dsn, endpoint.url, tmp_path, "unallowed-default")
         assert worker.proc.wait(timeout=60) == 2
     assert "shop@example.com is not on the sender allow-list" in worker.log()
+
+
+# --- finding 5 (logs): no field can start a new line ---------------------------------------------------
+def test_a_log_field_cannot_forge_a_line_or_reach_the_terminal() -> None:
+    formatter = TextFormatter()
+    record = logging.makeLogRecord(
+        {"name": "email_outbox.worker", "levelno": logging.INFO, "levelname": "INFO", "msg": "sent\nforged",
+         "notification_id": HOSTILE, "count": 3}
+    )  # fmt: skip
+    line = formatter.format(record)
+    assert "\n" not in line and "\r" not in line and not UNSAFE_CHARACTERS.search(line)
+    assert "count=3" in line and 'notification_id="ok\\x1b[2J' in line
+    as_json = json.loads(JsonFormatter().format(record))
+    assert as_json["notification_id"] == HOSTILE, "JSON keeps the value exactly, escaped by construction"

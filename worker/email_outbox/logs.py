@@ -7,6 +7,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from email_outbox.display import visible
+
 # Attributes every LogRecord has; anything else was passed in `extra` and belongs in the line.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
@@ -30,15 +32,29 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """One line per record: every value passes through `visible`, so text that came from a caller (a
+    notification id, an SES error message) cannot start a forged line or drive a terminal. A value
+    with a space or a quote is quoted. A traceback follows on indented, escaped lines."""
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        head = f"{self.formatTime(record)} {record.levelname} {record.name}: {visible(record.getMessage())}"
         extras = _extras(record)
         if extras:
-            text += " " + " ".join(f"{k}={v}" for k, v in extras.items())
-        return text
+            head += " " + " ".join(f"{k}={_field(v)}" for k, v in extras.items())
+        if record.exc_info:
+            trace = self.formatException(record.exc_info)
+            head += "".join(f"\n    {visible(line)}" for line in trace.splitlines())
+        return head
+
+
+def _field(value: object) -> str:
+    text = visible(str(value))
+    if not text or any(c in text for c in ' "='):
+        return '"' + text.replace('"', '\\"') + '"'
+    return text
 
 
 def configure_logging(log_format: str = "text", level: int = logging.INFO) -> None:
