@@ -358,7 +358,7 @@ def _bare_process(endpoint_url: str, threads: int, n: int, offset: int, ready: A
     os.environ.update(aws_env(endpoint_url))
     client = boto3.client(
         "sesv2",
-        region_name="us-east-1",  # boto3 reads AWS_DEFAULT_REGION, not AWS_REGION (DESIGN.md section 5)
+        region_name="us-east-1",  # boto3 reads AWS_DEFAULT_REGION, not AWS_REGION (docs/design.md section 5)
         config=Config(
             retries={"total_max_attempts": 1},
             max_pool_connections=threads,

@@ -1,6 +1,6 @@
 """Mixed load on the real server: claims (both paths), finalizes, releases, sweeps and enqueues together.
 
-DESIGN.md section 5: range sweeps and secondary-index plans deadlocked here in other shapes. The
+docs/design.md section 5: range sweeps and secondary-index plans deadlocked here in other shapes. The
 procedures must show zero deadlocks, counted both by the clients (error 1213) and by the server.
 """
 

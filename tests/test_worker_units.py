@@ -1,4 +1,4 @@
-"""Pure worker policy: outcome classification (DESIGN.md section 6), backoff, configuration."""
+"""Pure worker policy: outcome classification (docs/design.md section 7), backoff, configuration."""
 
 from __future__ import annotations
 

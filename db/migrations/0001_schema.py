@@ -5,7 +5,7 @@ The procedures write the event log themselves (0002_audit_in_procedures explains
 Every step is idempotent (IF NOT EXISTS, or a check first): a migrator killed mid-way leaves the
 migration unmarked, and the next run applies it again over what already exists.
 
-Statuses are exactly DESIGN.md section 2's names. Every time is a UTC DATETIME(6) from the database clock.
+Statuses are exactly docs/design.md section 2's names. Every time is a UTC DATETIME(6) from the database clock.
 """
 
 from yoyo import step
@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS email_delivery_attempts (
   created_at          DATETIME(6) NOT NULL,
   updated_at          DATETIME(6) NOT NULL,
   -- Bumped by every write, so a guarded UPDATE always changes a column and ROW_COUNT() is the
-  -- matched count whether or not the client set CLIENT_FOUND_ROWS (DESIGN.md section 4).
+  -- matched count whether or not the client set CLIENT_FOUND_ROWS (docs/design.md section 4).
   row_version         BIGINT UNSIGNED NOT NULL DEFAULT 0,
   -- Unused since 0002 (they fed the audit triggers); kept one release for rolling upgrades.
   updated_by          VARCHAR(191) NULL,
@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS email_delivery_attempts (
   -- Sweep scan: Processing rows whose lease has passed; also serves counts by status.
   KEY ix_email_delivery_attempts_lease (status, lease_expires_at)
   -- No index on claim_token: every fenced UPDATE goes by the primary key (FORCE INDEX (PRIMARY)),
-  -- and a token index invites range plans with next-key locks that deadlock (DESIGN.md section 5).
+  -- and a token index invites range plans with next-key locks that deadlock (docs/design.md section 5).
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
 """
     ),

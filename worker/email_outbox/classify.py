@@ -1,4 +1,4 @@
-"""What an SES SendEmail outcome means for the row: DESIGN.md section 6, as a pure function.
+"""What an SES SendEmail outcome means for the row: docs/design.md section 7, as a pure function.
 
 The worker acts on the Decision; nothing here touches the network or the database.
 """

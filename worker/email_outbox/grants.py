@@ -3,7 +3,7 @@ SELECT on the two tables). No role gets a table write privilege: every procedure
 DEFINER, so the procedures are the only door to a change.
 
 Direct grants to accounts rather than SQL roles, because MySQL 8 and MariaDB differ on roles (default
-roles, SET ROLE) and a direct grant behaves the same on both (DESIGN.md section 5).
+roles, SET ROLE) and a direct grant behaves the same on both (docs/design.md section 5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed values the repository returns. Column names follow DESIGN.md section 4 exactly."""
+"""Typed values the repository returns. Column names follow docs/design.md section 4 exactly."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The delivery loop: claim only as many rows as there are free send slots, send, finalize.
 
 A slot is held from the claim until that row's finalize has committed, so a crash leaves at most
-`concurrency` rows ambiguous, and no claimed row ever waits for a slot (DESIGN.md section 5).
+`concurrency` rows ambiguous, and no claimed row ever waits for a slot (docs/design.md section 5).
 No database transaction is open during a send: every procedure call commits on its own.
 """
 

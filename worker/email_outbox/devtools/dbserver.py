@@ -128,7 +128,7 @@ class PrivateServer:
             "--bind-address=127.0.0.1",
             f"--pid-file={self.base_dir / 'mysqld.pid'}",
             f"--log-error={self.log_path}",
-            # --no-defaults would leave latin1 (DESIGN.md section 5).
+            # --no-defaults would leave latin1 (docs/design.md section 5).
             "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_unicode_ci",
             # Test speed without giving up crash safety against kill -9: with 2 the log is written at
