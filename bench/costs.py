@@ -79,9 +79,10 @@ def measure(server: PrivateServer, rows: int, repeat: int) -> dict[str, float]:
     batch_ms: list[float] = []
     total = 0
     t0 = time.perf_counter()
+    after_id = 0
     while True:
         b0 = time.perf_counter()
-        affected = repo.purge_bodies(30, 1000)
+        affected, after_id = repo.purge_bodies_after(30, after_id, 1000)
         batch_ms.append((time.perf_counter() - b0) * 1000)
         total += affected
         if affected < 1000:

@@ -225,6 +225,22 @@ def test_purge_bodies_keeps_row_and_idempotency(repo: OutboxRepository) -> None:
     assert repo.purge_bodies(1, 100) == 0
 
 
+def test_purge_bodies_after_walks_keyset_batches(repo: OutboxRepository) -> None:
+    ids = []
+    for _ in range(5):
+        attempt_id, t = claimed(repo)
+        assert repo.finalize_sent(attempt_id, t, "m") == 1
+        ids.append(attempt_id)
+    (young,) = enqueue_many(repo, 1, prefix="young")
+    set_clock(repo, db_now(repo) + timedelta(days=2))
+    assert repo.purge_bodies_after(1, 0, 2) == (2, ids[1])
+    assert repo.purge_bodies_after(1, ids[1], 2) == (2, ids[3])
+    assert repo.purge_bodies_after(1, ids[3], 2) == (1, ids[4]), "the last batch is short: stop"
+    assert repo.purge_bodies_after(1, ids[4], 2) == (0, ids[4])
+    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE text_body IS NOT NULL") == 1
+    assert repo.get_row(young).status is Status.PENDING
+
+
 def test_stats_one_row_per_status(repo: OutboxRepository) -> None:
     enqueue_many(repo, 3)
     _attempt_id, _t = claimed(repo)
@@ -259,6 +275,8 @@ BAD_CALLS = [
     ("email_resolve_unknown_outcome", (1, "Sent", None, "why", None), "resolved_by"),
     ("email_resolve_unknown_outcome", (1, "Sent", "op", None, None), "reason"),
     ("email_purge_bodies", (-1, 10), "older_than_days"),
+    ("email_purge_bodies_after", (1, -1, 10), "after_id"),
+    ("email_purge_bodies_after", (1, 0, 0), "limit"),
     ("email_purge_bodies", (1, 0), "limit"),
 ]
 

@@ -1,9 +1,7 @@
-"""Issue 13 (security review): the sender allow-list and an index that keeps `purge-bodies` linear.
+"""Issue 13 (security review): the sender allow-list and its log.
 
 Idempotent like 0001: IF NOT EXISTS everywhere, so a migrator killed mid-way simply runs again.
 """
-
-from typing import Any
 
 from yoyo import step
 
@@ -15,22 +13,10 @@ __depends__ = {"0001_schema", "0002_audit_in_procedures"}
 __transactional__ = False
 
 
-def _add_index(conn: Any, table: str, name: str, ddl: str) -> None:
-    cursor = conn.cursor()
-    cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.STATISTICS"
-        " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND INDEX_NAME = %s",
-        (table, name),
-    )
-    if cursor.fetchone()[0] == 0:
-        cursor.execute(ddl)
-    cursor.close()
-
-
 steps = [
     # Senders an enqueue may use: a whole address ('billing@example.com') or a whole domain
-    # ('@example.com'), for every enqueuing account ('' ) or for one account ('shop_app@%' as
-    # SESSION_USER() names it: user@client-host, matched with LIKE on the host part).
+    # ('@example.com'), for every enqueuing account ('') or for one database user name (the user part
+    # of SESSION_USER(), the server's word for who called).
     step(
         """
 CREATE TABLE IF NOT EXISTS email_allowed_senders (
@@ -61,16 +47,6 @@ CREATE TABLE IF NOT EXISTS email_allowed_senders_log (
   PRIMARY KEY (id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
 """
-    ),
-    # purge-bodies walks the rows whose bodies are still there, in id order: purged rows drop out of
-    # this index's NULL range, so each batch starts where the last one stopped instead of rescanning.
-    step(
-        lambda conn: _add_index(
-            conn,
-            "email_delivery_attempts",
-            "ix_email_delivery_attempts_unpurged",
-            "ALTER TABLE email_delivery_attempts ADD INDEX ix_email_delivery_attempts_unpurged (bodies_purged_at, id)",
-        )
     ),
 ]
 

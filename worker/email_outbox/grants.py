@@ -38,6 +38,7 @@ OPERATOR_PROCEDURES = (
     "email_outbox_stats",
     "email_outbox_queue_stats",
     "email_purge_bodies",
+    "email_purge_bodies_after",
     "email_sweep_stale_leases",
     # `email-outbox enqueue`, the ad-hoc send.
     "email_enqueue",

@@ -389,8 +389,9 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def cmd_purge_bodies(args: argparse.Namespace) -> int:
     total = 0
     with _repository(args) as repo:
+        after_id = 0
         while True:
-            affected = repo.purge_bodies(args.older_than_days, args.batch)
+            affected, after_id = repo.purge_bodies_after(args.older_than_days, after_id, args.batch)
             total += affected
             if affected < args.batch:
                 break

@@ -322,6 +322,11 @@ class OutboxRepository:
     def purge_bodies(self, older_than_days: int, limit: int) -> int:
         return self._affected("email_purge_bodies", (older_than_days, limit))
 
+    def purge_bodies_after(self, older_than_days: int, after_id: int, limit: int) -> tuple[int, int]:
+        """One keyset batch: (rows cleared, the id to pass as after_id next)."""
+        row = self._call("email_purge_bodies_after", (older_than_days, after_id, limit))[0]
+        return int(row["affected"]), int(row["last_id"])
+
     # --- read-only views for operators ------------------------------------------------------------
     def get_row(self, attempt_id: int) -> DeliveryRow:
         rows = self._select(
