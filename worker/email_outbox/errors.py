@@ -7,6 +7,7 @@ OutboxError
  |    +-- SchemaNotInstalled  a procedure the caller needs is missing: run `email-outbox migrate`
  +-- AccessDenied          the account lacks the privilege (see docs/security.md for the roles)
  +-- DatabaseUnavailable   the server could not be reached or the connection was lost
+ +-- ReadOnlyServer        a write reached a read-only server (a replica): send it to the primary
  +-- TransientDatabaseError  deadlock (1213), lock wait timeout (1205) or snapshot conflict (1020): safe to retry the call
  +-- ConfigError           a setting is missing or out of range
  +-- MigrationError        migrations could not be applied
@@ -39,6 +40,10 @@ class AccessDenied(OutboxError):
 
 class DatabaseUnavailable(OutboxError):
     """The database could not be reached, or the connection dropped mid-call."""
+
+
+class ReadOnlyServer(OutboxError):
+    """A write was refused by a server running with read_only (error 1290): a replica."""
 
 
 class TransientDatabaseError(OutboxError):

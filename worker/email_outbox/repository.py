@@ -23,6 +23,7 @@ from email_outbox.errors import (
     InvalidInput,
     NotFound,
     OutboxError,
+    ReadOnlyServer,
     SchemaNotInstalled,
     TransientDatabaseError,
 )
@@ -52,6 +53,8 @@ DRIVER_ERRORS: tuple[type[Exception], ...] = (mysql.connector.Error, _CExtension
 ER_SIGNAL_EXCEPTION = 1644
 ER_SP_DOES_NOT_EXIST = 1305
 ER_NO_SUCH_TABLE = 1146
+# --read-only (a replica): the server refuses the write before it happens.
+ER_OPTION_PREVENTS_STATEMENT = 1290
 # A value the server refused to convert to a parameter's type (out of range, wrong integer or date,
 # too long): bad input, never written.
 VALUE_REFUSED_ERRNOS = frozenset({1264, 1292, 1366, 1406, 1411})
@@ -92,6 +95,8 @@ def translate_error(exc: Exception) -> OutboxError:
         return InvalidInput(message)
     if errno in VALUE_REFUSED_ERRNOS:
         return InvalidInput(message)
+    if errno == ER_OPTION_PREVENTS_STATEMENT and "read-only" in message:
+        return ReadOnlyServer(f"the server is read-only (a replica?): send writes to the primary ({message})")
     if errno == ER_NO_SUCH_TABLE:
         return SchemaNotInstalled(f"{message}: run `email-outbox migrate`")
     if errno == ER_SP_DOES_NOT_EXIST:
