@@ -63,13 +63,8 @@ def test_failover_to_a_semi_sync_replica_loses_nothing_and_sends_nothing_twice(t
                 promote(pair.replica)
                 proxy.switch(pair.replica.port)
                 repo = OutboxRepository.open(dsn)
-                wait_until(
-                    lambda: len(endpoint.accepted()) > accepted_at_kill + WORKERS,
-                    60,
-                    "sends after the failover",
-                )
-                resumed_after = time.monotonic() - killed_at
                 wait_until(lambda: drained(repo), 180, "the outbox to drain on the promoted replica")
+                drained_after = time.monotonic() - killed_at
             finally:
                 codes = [w.terminate() for w in workers]
             assert codes == [0] * WORKERS, [w.log()[-2000:] for w in workers]
