@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint system-deps clean soak bench
+.PHONY: test demo lint system-deps clean soak bench failover costs
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
@@ -32,6 +32,14 @@ soak: system-deps $(STAMP)
 
 bench: system-deps $(STAMP)
 	$(BIN)/python bench/throughput.py
+
+# Failover of a semi-sync primary under 3,000 emails and 3 workers, with the accounting (docs/reliability.md).
+failover: system-deps $(STAMP)
+	EMAIL_OUTBOX_FAILOVER_EMAILS=3000 $(BIN)/pytest -s -q tests/test_failover.py
+
+# The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).
+costs: system-deps $(STAMP)
+	$(BIN)/python bench/costs.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check worker tests db bench
