@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
 from tests.harness import TestServer
-from tests.worker_harness import account, counts, drained, metric, scrape, spawn_worker, wait_until
+from tests.worker_harness import account, counts, drained, health, metric, scrape, spawn_worker, wait_until
 
 FAST = {"lease_seconds": 6, "ses_connect_timeout": 1, "ses_read_timeout": 2}
 
@@ -192,31 +194,30 @@ def test_permanent_rejection_fails_without_retry(
     assert endpoint.state.requests == 20, "a rejected email is asked about once"
 
 
-def test_provider_disabled_releases_claims_untouched(
+def test_provider_disabled_claims_nothing_idles_and_says_so(
     dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
 ) -> None:
+    """It used to claim and release the same rows forever (229 events on one row in 2 minutes)."""
     enqueue(repo, 10)
-    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", concurrency=4, disable_provider=True, **FAST)
+    port = free_port()
+    worker = spawn_worker(
+        dsn, endpoint.url, tmp_path, "w", concurrency=4, disable_provider=True, metrics_port=port, **FAST
+    )
     try:
-        wait_until(
-            lambda: (
-                all(
-                    any(
-                        e.from_status is Status.PROCESSING and e.to_status is Status.PENDING
-                        for e in repo.events(r.id)
-                    )
-                    for r in repo.list_rows(Status.PENDING, limit=10)
-                    + repo.list_rows(Status.PROCESSING, limit=10)
-                )
-                and counts(repo)[Status.PROCESSING] == 0
-            ),
-            60,
-            "every row to be claimed and released",
-        )
+        wait_until(lambda: health(port) == 200, 30, "the idle worker to report healthy")
+        started = time.monotonic()
+        # The quantity under test is time: over two seconds (ten poll intervals), not one claim.
+        wait_until(lambda: time.monotonic() - started > 2.0 and health(port) == 200, 10, "two idle seconds")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            detail = json.loads(response.read())
+        samples = scrape(port)
     finally:
         assert worker.terminate() == 0
+    assert detail["provider_enabled"] is False and detail["claiming"] is False and detail["ok"] is True
+    assert metric(samples, "email_outbox_claims_total") == 0
+    assert "provider disabled: claiming nothing" in worker.log()
     rows = repo.list_rows(Status.PENDING, limit=10)
-    assert len(rows) == 10 and all(r.attempt_count == 0 for r in rows)
+    assert len(rows) == 10 and all(r.attempt_count == 0 and len(repo.events(r.id)) == 1 for r in rows)
     assert endpoint.state.requests == 0
 
 

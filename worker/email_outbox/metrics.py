@@ -199,6 +199,8 @@ class QueueSampler:
 class Health:
     stats: WorkerStats
     stale_after: float
+    # False: the worker was started with the provider disabled and claims nothing, by design.
+    provider_enabled: bool = True
 
     def check(self) -> tuple[bool, dict[str, Any]]:
         now = time.monotonic()
@@ -217,6 +219,8 @@ class Health:
             "seconds_since_loop": None if loop_age is None else round(loop_age, 3),
             "seconds_since_db_success": None if db_age is None else round(db_age, 3),
             "stale_after_seconds": self.stale_after,
+            "provider_enabled": self.provider_enabled,
+            "claiming": self.provider_enabled,
         }
 
 
@@ -321,11 +325,12 @@ def start_metrics(
     port: int,
     stats_interval: float,
     stale_after: float,
+    provider_enabled: bool = True,
 ) -> tuple[MetricsServer, QueueSampler]:
     sampler = QueueSampler(open_repository, stats_interval, stopping)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(stats, lambda: sampler.latest, worker_id))
-    server = MetricsServer(host, port, registry, Health(stats, stale_after))
+    server = MetricsServer(host, port, registry, Health(stats, stale_after, provider_enabled))
     server.start()
     sampler.start()
     return server, sampler

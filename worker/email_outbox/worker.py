@@ -210,6 +210,7 @@ class Worker:
             port=c.metrics_port,
             stats_interval=c.stats_interval,
             stale_after=c.health_stale_seconds,
+            provider_enabled=c.provider_enabled,
         )
         log.info(
             "metrics and health served",
@@ -234,6 +235,8 @@ class Worker:
         executor = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="send")
         idle = MIN_IDLE_SECONDS
         try:
+            if not self.config.provider_enabled:
+                self._idle_with_provider_disabled()
             while not self.stopping.is_set():
                 self.stats.last_loop = time.monotonic()
                 pause = self._pause_until - time.monotonic()
@@ -275,6 +278,19 @@ class Worker:
                 self.metrics_server.stop()
         log.info("worker stopped", extra={"stats": self.stats.snapshot()})
         return 0
+
+    def _idle_with_provider_disabled(self) -> None:
+        """Claim nothing until stopped: a claim would only be released again (and audited each time).
+        The loop and the database check stay fresh, so /healthz says the process is well and idle."""
+        log.warning("provider disabled: claiming nothing until restarted with the provider enabled")
+        while not self.stopping.is_set():
+            self.stats.last_loop = time.monotonic()
+            try:
+                self._db("server_version", lambda r: r.server_version())
+            except OutboxError as exc:
+                log.warning("database unavailable while idle", extra={"error": str(exc)})
+                self._drop_repo()
+            self.stopping.wait(self.config.poll_interval)
 
     def _claim(self, limit: int) -> list[tuple[ClaimedEmail, str, float]] | None:
         token = uuid.uuid4().hex
