@@ -40,3 +40,14 @@ def test_tiny_costs_run_prints_the_gauge_and_purge_figures() -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for figure in ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000"):
         assert figure in result.stdout, f"{figure} missing from the output"
+
+
+@pytest.mark.slow
+def test_tiny_memory_run_prints_both_peaks() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "memory.py"), "--tiny"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count(" MB") == 4 and "carried by the claim (before)" in result.stdout

@@ -193,3 +193,30 @@ def test_extend_lease(repo: OutboxRepository) -> None:
     assert repo.sweep_stale_leases(10) == 0
     set_clock(repo, db_now(repo) + timedelta(seconds=60))
     assert repo.extend_lease(attempt_id, t, 100) == 0, "an expired lease cannot be revived"
+
+
+def test_claim_batch_v2_leaves_large_bodies_for_a_fenced_load(repo: OutboxRepository) -> None:
+    small = repo.enqueue("v2-small", "a@example.com", "s", text_body="hi", html_body="<p>hi</p>").attempt_id
+    large_text = "é" * 5000  # 10,000 bytes
+    large = repo.enqueue("v2-large", "a@example.com", "s", text_body=large_text).attempt_id
+    t = token()
+    claimed = {c.id: c for c in repo.claim_batch_v2(t, "w", 60, 10, 1000)}
+    assert (claimed[small].text_body, claimed[small].body_bytes, claimed[small].bodies_loaded) == (
+        "hi",
+        11,
+        True,
+    )
+    assert (claimed[large].text_body, claimed[large].body_bytes, claimed[large].bodies_loaded) == (
+        None,
+        10000,
+        False,
+    )
+    assert repo.claimed_bodies(large, t) == (large_text, None)
+    assert repo.claimed_bodies(large, token()) is None, "another token reads nothing"
+    assert repo.finalize_sent(large, t, "m") == 1
+    assert repo.claimed_bodies(large, t) is None, "a finalized row is no longer held"
+    events = repo.events(large)
+    assert [(e.from_status, e.to_status) for e in events][-2:] == [
+        (Status.PENDING, Status.PROCESSING),
+        (Status.PROCESSING, Status.SENT),
+    ]

@@ -355,3 +355,23 @@ def test_json_logs_carry_id_and_notification_id(
     assert len(sent) == 3
     assert {line["notification_id"] for line in sent} == {"json-0", "json-1", "json-2"}
     assert all(line["message_id"].startswith("local-") and line["level"] == "INFO" for line in sent)
+
+
+def test_large_bodies_are_loaded_per_send_within_the_byte_budget(
+    dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
+    bodies = {f"big-{i}": ("😀" * 100_000 + str(i), f"<p>{'x' * 300_000}{i}</p>") for i in range(4)}
+    bodies |= {f"small-{i}": (f"small {i}", None) for i in range(4)}
+    for nid, (text, html) in bodies.items():
+        repo.enqueue(nid, f"{nid}@example.com", "s", text_body=text, html_body=html)
+    worker = spawn_worker(
+        dsn, endpoint.url, tmp_path, "w", concurrency=8, batch_size=8, inline_body_bytes=1000,
+        body_memory_bytes=1048576, **FAST,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: drained(repo), 60, "every email to go out")
+    finally:
+        assert worker.terminate() == 0
+    assert account(repo, endpoint, 8).by_status[Status.SENT] == 8
+    received = {m.to[0].split("@")[0]: (m.text, m.html) for m in endpoint.accepted()}
+    assert received == bodies, "byte-exact, whether the bodies came with the claim or were loaded"

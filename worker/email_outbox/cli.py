@@ -69,6 +69,8 @@ WORKER_FLAGS = {
     "metrics_host": "address the metrics server binds (default 127.0.0.1; 0.0.0.0 exposes it to the network)",
     "stats_interval": "seconds between queue-depth reads for /metrics (default 15)",
     "health_stale_seconds": "/healthz turns 503 when the loop or the database is silent this long (default 30)",
+    "inline_body_bytes": "bodies up to this size come with the claim; larger ones are loaded per send (256 KiB)",
+    "body_memory_bytes": "large bodies held at once by all sends of this replica (default 16 MiB)",
 }
 
 

@@ -38,6 +38,8 @@ class WorkerConfig:
     metrics_host: str = "127.0.0.1"
     stats_interval: float = 15.0
     health_stale_seconds: float = 30.0
+    inline_body_bytes: int = 262144
+    body_memory_bytes: int = 16777216
 
 
 _SPEC: dict[str, tuple[str, Any]] = {
@@ -64,6 +66,8 @@ _SPEC: dict[str, tuple[str, Any]] = {
     "metrics_host": ("METRICS_HOST", str),
     "stats_interval": ("STATS_INTERVAL", float),
     "health_stale_seconds": ("HEALTH_STALE_SECONDS", float),
+    "inline_body_bytes": ("INLINE_BODY_BYTES", int),
+    "body_memory_bytes": ("BODY_MEMORY_BYTES", int),
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -172,6 +176,11 @@ def validate(c: WorkerConfig) -> None:
             f"{env_name('default_from')} must be an email address (got {c.default_from!r})",
         )
     _check(1 <= len(c.worker_id) <= 191, f"{env_name('worker_id')} must be 1 to 191 characters")
+    _check(0 <= c.inline_body_bytes <= 16777215, f"{env_name('inline_body_bytes')} must be 0 to 16777215")
+    _check(
+        1048576 <= c.body_memory_bytes <= 2**40,
+        f"{env_name('body_memory_bytes')} must be at least 1048576 (1 MiB)",
+    )
 
 
 def aws_region(environ: Mapping[str, str] | None = None) -> str | None:

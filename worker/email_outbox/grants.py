@@ -18,6 +18,8 @@ ENQUEUER_PROCEDURES = ("email_enqueue",)
 
 WORKER_PROCEDURES = (
     "email_claim_batch",
+    "email_claim_batch_v2",
+    "email_claimed_bodies",
     "email_claimable_candidates",
     "email_try_claim",
     "email_sweep_stale_leases",

@@ -44,6 +44,10 @@ class ClaimedEmail:
     attempt_count: int
     max_attempts: int
     lease_expires_at: datetime | None = None
+    # Text and HTML bodies together, in bytes; False: too large to come with the claim, load them
+    # (email_claimed_bodies) just before the send.
+    body_bytes: int = 0
+    bodies_loaded: bool = True
 
 
 @dataclass(frozen=True)

@@ -246,6 +246,36 @@ class OutboxRepository:
             for r in self._call("email_claim_batch", (claim_token, claimed_by, lease_seconds, limit))
         ]
 
+    def claim_batch_v2(
+        self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int, max_inline_body_bytes: int
+    ) -> list[ClaimedEmail]:
+        """The claim the worker uses: bodies over `max_inline_body_bytes` stay in the database."""
+        rows = self._call(
+            "email_claim_batch_v2", (claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes)
+        )
+        return [
+            ClaimedEmail(
+                id=int(r["id"]),
+                notification_id=r["notification_id"],
+                to_address=r["to_address"],
+                from_address=r["from_address"],
+                subject=r["subject"],
+                text_body=r["text_body"],
+                html_body=r["html_body"],
+                attempt_count=int(r["attempt_count"]),
+                max_attempts=int(r["max_attempts"]),
+                lease_expires_at=r["lease_expires_at"],
+                body_bytes=int(r["body_bytes"]),
+                bodies_loaded=int(r["body_bytes"]) <= max_inline_body_bytes,
+            )
+            for r in rows
+        ]
+
+    def claimed_bodies(self, attempt_id: int, claim_token: str) -> tuple[str | None, str | None] | None:
+        """The bodies of a row this claim holds; None when it no longer holds it."""
+        rows = self._call("email_claimed_bodies", (attempt_id, claim_token))
+        return (rows[0]["text_body"], rows[0]["html_body"]) if rows else None
+
     def sweep_stale_leases(self, limit: int) -> int:
         return self._affected("email_sweep_stale_leases", (limit,))
 

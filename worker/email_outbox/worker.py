@@ -15,11 +15,13 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from email_outbox import failpoints
 from email_outbox.backoff import retry_delay_seconds
+from email_outbox.budget import ByteBudget
 from email_outbox.classify import Decision, Outcome
 from email_outbox.config import WorkerConfig
 from email_outbox.errors import (
@@ -72,6 +74,7 @@ class Worker:
         self.stats = WorkerStats()
         self.stopping = threading.Event()
         self.bucket = TokenBucket(config.max_send_rate)
+        self.body_budget = ByteBudget(config.body_memory_bytes)
         self._slots = threading.Condition()
         self._in_flight = 0
         self._pause_until = 0.0
@@ -300,7 +303,13 @@ class Worker:
         try:
             claimed = self._db(
                 "email_claim_batch",
-                lambda r: r.claim_batch(token, self.config.worker_id, self.config.lease_seconds, limit),
+                lambda r: r.claim_batch_v2(
+                    token,
+                    self.config.worker_id,
+                    self.config.lease_seconds,
+                    limit,
+                    self.config.inline_body_bytes,
+                ),
             )
         except (DatabaseUnavailable, TransientDatabaseError) as exc:
             log.error("claim failed; not claiming until the database answers", extra={"error": str(exc)})
@@ -350,11 +359,25 @@ class Worker:
                     email, token, deadline, int(self.config.account_pause_seconds), "replica paused"
                 )
                 return
-            started = time.monotonic()
-            decision = self.sender.send(email)
-            elapsed = time.monotonic() - started
-            self.stats.record_send(decision.outcome.value, elapsed)
-            self._act(email, token, deadline, decision)
+            if email.bodies_loaded:
+                self._send(email, token, deadline)
+                return
+            with self.body_budget.hold(email.body_bytes, self.stopping) as held:
+                if not held:
+                    self._release(email, token, deadline, 0, "shutting down before the send")
+                    return
+                bodies = self._db(
+                    "email_claimed_bodies", lambda r: r.claimed_bodies(email.id, token), deadline=deadline
+                )
+                if bodies is None:
+                    log.warning("claim lost before the send: not sent", extra={"id": email.id})
+                    return
+                text_body, html_body = bodies
+                self._send(
+                    replace(email, text_body=text_body, html_body=html_body, bodies_loaded=True),
+                    token,
+                    deadline,
+                )
         except Exception:
             # Never lose the row silently: it stays Processing and the sweep moves it to
             # UnknownOutcome when the lease ends (it may have been sent).
@@ -364,6 +387,13 @@ class Worker:
             )
         finally:
             self._free_slot()
+
+    def _send(self, email: ClaimedEmail, token: str, deadline: float) -> None:
+        started = time.monotonic()
+        decision = self.sender.send(email)
+        elapsed = time.monotonic() - started
+        self.stats.record_send(decision.outcome.value, elapsed)
+        self._act(email, token, deadline, decision)
 
     def _free_slot(self) -> None:
         with self._slots:

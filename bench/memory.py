@@ -1,0 +1,115 @@
+"""The worker's peak memory with large bodies (issue 13, finding 7): 8 emails of 16,000,000 bytes,
+batch 8, concurrency 8, delivered by a real worker process to the local SES endpoint.
+
+Two runs side by side: every body carried by the claim (the old behaviour, inline_body_bytes at its
+maximum) and the default (bodies over 256 KiB loaded per send within a 64 MiB byte budget). Prints
+the worker's peak RSS (VmHWM) for each.
+
+    python bench/memory.py          # 8 x 16 MB
+    python bench/memory.py --tiny   # 4 x 2 MB: the form `make test` runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import mysql.connector
+from email_outbox.devtools.dbserver import PrivateServer
+from email_outbox.devtools.localdb import migrate_for_local_use
+from email_outbox.devtools.ses_endpoint import SesEndpoint
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.repository import OutboxRepository
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def run(
+    server: PrivateServer,
+    name: str,
+    emails: int,
+    size: int,
+    out: Path,
+    *,
+    inline: int,
+    budget: int,
+    batch: int,
+) -> float:
+    conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
+    conn.cursor().execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    conn.close()
+    dsn = DatabaseDsn.parse(server.dsn(name))
+    migrate_for_local_use(dsn)
+    repo = OutboxRepository.open(dsn)
+    for i in range(emails):
+        repo.enqueue(f"{name}-{i}", f"big{i}@example.com", "large", text_body=chr(ord("a") + i % 26) * size)
+    with SesEndpoint() as endpoint:
+        env = {
+            **os.environ,
+            "EMAIL_OUTBOX_DSN": dsn.url(),
+            "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com",
+            "AWS_ENDPOINT_URL_SESV2": endpoint.url,
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "EMAIL_OUTBOX_POLL_INTERVAL": "0.2",
+        }
+        args = [sys.executable, "-m", "email_outbox.cli", "worker", "--worker-id", name, "--concurrency", "8",
+                "--batch-size", str(batch), "--inline-body-bytes", str(inline), "--body-memory-bytes", str(budget)]  # fmt: skip
+        with open(out / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 300
+            while len(endpoint.accepted()) < emails and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            peak = peak_rss_mb(proc.pid)
+            proc.terminate()
+            proc.wait(timeout=60)
+        assert len(endpoint.accepted()) == emails, f"{name}: only {len(endpoint.accepted())} of {emails} sent"
+    repo.close()
+    return peak
+
+
+MIB = 1 << 20
+RUNS = [
+    ("batch 8, bodies carried by the claim (before)", 16_777_215, 16 * MIB, 8),
+    ("batch 8, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 8),
+    ("batch 1, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 1),
+    ("batch 8, bodies loaded per send, 64 MiB budget", 256 * 1024, 64 * MIB, 8),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args(argv)
+    emails, size = (4, 2_000_000) if args.tiny else (8, 16_000_000)
+    with tempfile.TemporaryDirectory(prefix="memory-") as base:
+        server = PrivateServer(Path(base) / "db", extra_args=["--max-allowed-packet=256M"])
+        server.start()
+        try:
+            results = {
+                label: run(
+                    server, f"run{n}", emails, size, Path(base), inline=inline, budget=budget, batch=batch
+                )
+                for n, (label, inline, budget, batch) in enumerate(RUNS)
+            }
+        finally:
+            server.stop()
+    print(f"{emails} emails of {size:,} bytes, concurrency 8: the worker's peak RSS")
+    for label, peak in results.items():
+        print(f"  {label:<58} {peak:7.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

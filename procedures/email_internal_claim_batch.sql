@@ -1,0 +1,94 @@
+-- Internal: the claim behind email_claim_batch and email_claim_batch_v2. Sweeps stale leases, then
+-- claims up to p_limit due rows for one worker in one short transaction, with one audit event per
+-- row, and leaves their ids in the session's temporary table email_claim_batch_ids for the caller's
+-- result set. Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never
+-- share a row. Commits its own transaction.
+CREATE PROCEDURE email_internal_claim_batch(
+  IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
+  IN p_claim_token TEXT CHARACTER SET utf8mb4,
+  IN p_claimed_by TEXT CHARACTER SET utf8mb4,
+  IN p_lease_seconds BIGINT,
+  IN p_limit BIGINT
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_now DATETIME(6);
+  DECLARE v_swept BIGINT DEFAULT 0;
+  DECLARE v_message VARCHAR(200) CHARACTER SET utf8mb4;
+  -- Not a swallowing handler: it ends the transaction and re-raises the same error.
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    ROLLBACK;
+    RESIGNAL;
+  END;
+
+  IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
+    SET v_message = CONCAT(p_where, ': claim_token must be 1 to 64 characters');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
+    SET v_message = CONCAT(p_where, ': claimed_by must be 1 to 191 characters');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
+    SET v_message = CONCAT(p_where, ': lease_seconds must be 1 to 86400');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+    SET v_message = CONCAT(p_where, ': limit must be 1 to 10000');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  CALL email_internal_check_text(p_where, 'claimed_by', p_claimed_by, 'text');
+
+  CALL email_internal_sweep_stale_leases(p_limit, v_swept);
+
+  CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_ids (
+    id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+    from_status ENUM('Pending', 'Retrying') NOT NULL
+  ) ENGINE = MEMORY;
+  DELETE FROM email_claim_batch_ids;
+
+  -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
+  -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
+  -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
+  -- Statement-based binary logging refuses READ COMMITTED writes to InnoDB (error 1665): there the
+  -- claim keeps the session's level and concurrent claimers may meet deadlocks, which the worker retries.
+  IF @@GLOBAL.log_bin = 1 AND @@SESSION.binlog_format = 'STATEMENT' THEN
+    SET TRANSACTION READ WRITE;
+  ELSE
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  END IF;
+  START TRANSACTION;
+  SET v_now = UTC_TIMESTAMP(6);
+  INSERT INTO email_claim_batch_ids (id, from_status)
+  SELECT id, status
+    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim)
+   WHERE claim_due_at <= v_now
+     AND attempt_count < max_attempts
+   ORDER BY claim_due_at, id
+   LIMIT p_limit
+   FOR UPDATE SKIP LOCKED;
+
+  -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
+  -- locked read, not from the column being overwritten.
+  UPDATE email_claim_batch_ids c
+         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+     SET a.claimed_from_status = c.from_status,
+         a.status = 'Processing',
+         a.claim_token = p_claim_token,
+         a.claimed_by = p_claimed_by,
+         a.claimed_at = v_now,
+         a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
+         a.row_version = a.row_version + 1,
+         a.updated_at = v_now
+   WHERE a.status IN ('Pending', 'Retrying');
+  -- The batch form of email_internal_record_event: one statement for every claimed row, in the
+  -- claim's transaction. It reads the in-memory id list only, never the attempts table.
+  INSERT INTO email_delivery_events
+    (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+  SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
+    FROM email_claim_batch_ids c
+   ORDER BY c.id;
+  COMMIT;
+END
