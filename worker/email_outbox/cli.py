@@ -31,6 +31,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from email_outbox.config import load_config
     from email_outbox.logs import configure_logging
+    from email_outbox.memory import return_large_blocks_to_the_system
     from email_outbox.ses import SesSender
     from email_outbox.worker import Worker
 
@@ -42,6 +43,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         flags["provider_enabled"] = False
     config = load_config(flags)
     configure_logging(config.log_format)
+    return_large_blocks_to_the_system()
     worker = Worker(config, SesSender(config))
     worker.install_signal_handlers()
     return worker.run()
