@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from datetime import datetime
 
 import mysql.connector
@@ -12,6 +13,7 @@ from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository, connect
 
+from tests.harness import TestServer
 from tests.helpers import scalar
 
 
@@ -248,3 +250,74 @@ def test_limits_are_inclusive(repo: OutboxRepository) -> None:
     r = repo.enqueue("x" * 191, "a" * 300 + "@" + "b" * 19, "s" * 998, text_body="x", max_attempts=100)
     assert r.affected == 1
     assert repo.enqueue("one", "a@b", "", html_body="x", max_attempts=1).affected == 1
+
+
+# --- the unit of work: a transition and its event commit together, and a failure undoes only itself --
+@pytest.fixture
+def failing_event_writes(server: TestServer, dsn: DatabaseDsn) -> Iterator[None]:
+    """A test-only trigger that refuses the event of one notification id: the failure of the second
+    write of a unit of work, after its first has been made."""
+    conn = server.admin_connection(dsn.database)
+    cursor = conn.cursor()
+    cursor.execute(
+        "CREATE TRIGGER test_refuse_event BEFORE INSERT ON email_delivery_events FOR EACH ROW"
+        " IF NEW.attempt_id IN (SELECT id FROM email_delivery_attempts WHERE notification_id LIKE 'doomed%')"
+        " THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected: event refused'; END IF"
+    )
+    try:
+        yield
+    finally:
+        cursor.execute("DROP TRIGGER IF EXISTS test_refuse_event")
+        conn.close()
+
+
+def test_an_enqueue_and_its_event_commit_with_the_business_transaction(
+    dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
+    conn = _business_connection(dsn)
+    try:
+        cur = conn.cursor()
+        cur.execute("INSERT INTO test_orders VALUES (1, 'paid')")
+        affected, attempt_id = _call_enqueue(cur, "order-uow")
+        assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_events") == 0, "not visible before COMMIT"
+        conn.commit()
+    finally:
+        conn.close()
+    assert affected == 1
+    assert [(e.from_status, e.to_status) for e in repo.events(attempt_id)] == [(None, Status.PENDING)]
+
+
+def test_a_failure_inside_the_business_transaction_undoes_only_the_enqueue(
+    dsn: DatabaseDsn, repo: OutboxRepository, failing_event_writes: None
+) -> None:
+    conn = _business_connection(dsn)
+    try:
+        cur = conn.cursor()
+        cur.execute("INSERT INTO test_orders VALUES (1, 'before')")
+        with pytest.raises(mysql.connector.Error, match="injected: event refused"):
+            _call_enqueue(cur, "doomed-1")
+        cur.execute("INSERT INTO test_orders VALUES (2, 'after')")
+        conn.commit()
+    finally:
+        conn.close()
+    assert scalar(repo, "SELECT COUNT(*) FROM test_orders") == 2, "the caller's own writes stay"
+    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts") == 0, "the enqueue left nothing"
+
+
+def test_a_failure_under_autocommit_leaves_neither_the_row_nor_a_transition(
+    repo: OutboxRepository, failing_event_writes: None
+) -> None:
+    with pytest.raises(InvalidInput, match="injected"):
+        repo.enqueue("doomed-2", "a@example.com", "s", text_body="t")
+    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts") == 0
+    # A worker transition too: the claim is undone with its refused event.
+    attempt_id = repo.enqueue("fine-1", "a@example.com", "s", text_body="t").attempt_id
+    cursor = repo.connection.cursor()
+    cursor.execute(
+        "UPDATE email_delivery_attempts SET notification_id = 'doomed-3' WHERE id = %s", (attempt_id,)
+    )
+    cursor.close()
+    with pytest.raises(InvalidInput, match="injected"):
+        repo.try_claim(attempt_id, "t" * 32, "w", 60)
+    row = repo.get_row(attempt_id)
+    assert row.status is Status.PENDING and row.claim_token is None
