@@ -31,23 +31,25 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_tiny_costs_run_prints_the_gauge_and_purge_figures() -> None:
+@pytest.mark.parametrize(
+    ("script", "figures"),
+    [
+        ("costs.py", ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000")),
+        (
+            "memory.py",
+            ("carried by the claim (before)", "loaded per send, 16 MiB budget (default)", "batch 1,"),
+        ),
+    ],
+)
+def test_tiny_bench_run_prints_its_figures(script: str, figures: tuple[str, ...]) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "costs.py"), "--tiny"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )  # fmt: skip
+        [sys.executable, str(ROOT / "bench" / script), "--tiny"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     print(result.stdout)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for figure in ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000"):
+    for figure in figures:
         assert figure in result.stdout, f"{figure} missing from the output"
-
-
-@pytest.mark.slow
-def test_tiny_memory_run_prints_both_peaks() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "memory.py"), "--tiny"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    print(result.stdout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.count(" MB") == 4 and "carried by the claim (before)" in result.stdout

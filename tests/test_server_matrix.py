@@ -134,6 +134,9 @@ def test_server_configuration(case_server: tuple[Case, PrivateServer], tmp_path:
                     wait_until(
                         lambda: _aborted_clients(server) > aborted, 30, "the server to drop idle connections"
                     )
+                    # The test's own connection idled too: a client reconnects, as the worker must.
+                    repo.close()
+                    repo = OutboxRepository.open(dsn)
                 for nid, to, subject, text, html in second:
                     repo.enqueue(nid, to, subject, text_body=text, html_body=html)
                 wait_until(lambda: drained(repo), 60, "the later emails to go out")

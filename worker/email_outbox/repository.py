@@ -114,6 +114,25 @@ def translate_error(exc: Exception) -> OutboxError:
     return OutboxError(f"database error {errno}: {message}")
 
 
+def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None) -> ClaimedEmail:
+    """A claimed row; `max_inline_body_bytes` given (email_claim_batch_v2): bodies above it were left out."""
+    body_bytes = int(row.get("body_bytes") or 0)
+    return ClaimedEmail(
+        id=int(row["id"]),
+        notification_id=row["notification_id"],
+        to_address=row["to_address"],
+        from_address=row["from_address"],
+        subject=row["subject"],
+        text_body=row["text_body"],
+        html_body=row["html_body"],
+        attempt_count=int(row["attempt_count"]),
+        max_attempts=int(row["max_attempts"]),
+        lease_expires_at=row["lease_expires_at"],
+        body_bytes=body_bytes,
+        bodies_loaded=max_inline_body_bytes is None or body_bytes <= max_inline_body_bytes,
+    )
+
+
 def _status(value: Any) -> Status | None:
     return None if value is None else Status(str(value))
 
@@ -230,21 +249,8 @@ class OutboxRepository:
     def claim_batch(
         self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int
     ) -> list[ClaimedEmail]:
-        return [
-            ClaimedEmail(
-                id=int(r["id"]),
-                notification_id=r["notification_id"],
-                to_address=r["to_address"],
-                from_address=r["from_address"],
-                subject=r["subject"],
-                text_body=r["text_body"],
-                html_body=r["html_body"],
-                attempt_count=int(r["attempt_count"]),
-                max_attempts=int(r["max_attempts"]),
-                lease_expires_at=r["lease_expires_at"],
-            )
-            for r in self._call("email_claim_batch", (claim_token, claimed_by, lease_seconds, limit))
-        ]
+        rows = self._call("email_claim_batch", (claim_token, claimed_by, lease_seconds, limit))
+        return [_claimed_email(r) for r in rows]
 
     def claim_batch_v2(
         self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int, max_inline_body_bytes: int
@@ -253,23 +259,7 @@ class OutboxRepository:
         rows = self._call(
             "email_claim_batch_v2", (claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes)
         )
-        return [
-            ClaimedEmail(
-                id=int(r["id"]),
-                notification_id=r["notification_id"],
-                to_address=r["to_address"],
-                from_address=r["from_address"],
-                subject=r["subject"],
-                text_body=r["text_body"],
-                html_body=r["html_body"],
-                attempt_count=int(r["attempt_count"]),
-                max_attempts=int(r["max_attempts"]),
-                lease_expires_at=r["lease_expires_at"],
-                body_bytes=int(r["body_bytes"]),
-                bodies_loaded=int(r["body_bytes"]) <= max_inline_body_bytes,
-            )
-            for r in rows
-        ]
+        return [_claimed_email(r, max_inline_body_bytes) for r in rows]
 
     def claimed_bodies(self, attempt_id: int, claim_token: str) -> tuple[str | None, str | None] | None:
         """The bodies of a row this claim holds; None when it no longer holds it."""
