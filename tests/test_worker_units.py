@@ -115,3 +115,22 @@ def test_region_from_aws_region_or_default() -> None:
     assert aws_region({"AWS_DEFAULT_REGION": "us-east-2"}) == "us-east-2"
     assert aws_region({"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "us-east-2"}) == "eu-west-1"
     assert aws_region({}) is None
+
+
+def test_every_setting_is_declared_once_and_the_readme_table_is_generated_from_it() -> None:
+    from pathlib import Path
+
+    from email_outbox.cli import build_parser
+    from email_outbox.config import ENV_PREFIX, SETTINGS, settings_table
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert settings_table() in readme, "README's settings table is stale: paste config.settings_table()"
+    envs = [s.metadata["env"] for s in SETTINGS]
+    assert len(set(envs)) == len(envs)
+    worker = build_parser()._subparsers._group_actions[0].choices["worker"]  # type: ignore[union-attr]
+    flags = {o for a in worker._actions for o in a.option_strings}
+    assert {"--" + s.name.replace("_", "-") for s in SETTINGS} <= flags
+    # A flag and its variable reach the same field.
+    from_env = load_config({}, {f"{ENV_PREFIX}DSN": "mysql://u@h/db", f"{ENV_PREFIX}BATCH_SIZE": "3"})
+    from_flag = load_config({"dsn": "mysql://u@h/db", "batch_size": "3"}, {})
+    assert from_env.batch_size == from_flag.batch_size == 3

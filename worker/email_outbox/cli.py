@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from email_outbox import operator_cli, senders_cli
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
+from email_outbox.config import SETTINGS, flag_help
 from email_outbox.display import visible
 from email_outbox.dsn import resolve_dsn_text
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
@@ -35,7 +36,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from email_outbox.ses import SesSender
     from email_outbox.worker import Worker
 
-    flags = {k: v for k, v in vars(args).items() if k in WORKER_FLAGS and v is not None}
+    names = {s.name for s in SETTINGS}
+    flags = {k: v for k, v in vars(args).items() if k in names and v is not None}
     dsn_text = resolve_dsn_text(args.dsn, args.dsn_file)
     if dsn_text:
         flags["dsn"] = dsn_text
@@ -49,33 +51,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return worker.run()
 
 
-WORKER_FLAGS = {
-    "dsn": "database DSN ($EMAIL_OUTBOX_DSN)",
-    "default_from": "sender for rows with no from_address ($EMAIL_OUTBOX_DEFAULT_FROM)",
-    "worker_id": "this replica's name in claimed_by (default host:pid)",
-    "lease_seconds": "claim lease (default 120)",
-    "concurrency": "in-flight sends per replica (default 8)",
-    "batch_size": "rows per claim, at most the free send slots (default 8)",
-    "poll_interval": "longest idle wait between claims, seconds (default 1)",
-    "max_send_rate": "sends per second for this replica (default unlimited)",
-    "retry_base_seconds": "backoff base for transient failures (default 5)",
-    "retry_max_seconds": "backoff cap (default 900)",
-    "ses_configuration_set": "SES configuration set for every send",
-    "ses_connect_timeout": "seconds (default 5)",
-    "ses_read_timeout": "seconds (default 20)",
-    "shutdown_grace_seconds": "how long SIGTERM waits for in-flight sends (default 30)",
-    "throttle_delay_seconds": "release delay after SES throttling (default 5)",
-    "account_pause_seconds": "pause after an account/config error (default 60)",
-    "log_format": "text or json (default text)",
-    "metrics_port": "serve /metrics and /healthz on this port (default off)",
-    "metrics_host": "address the metrics server binds (default 127.0.0.1; 0.0.0.0 exposes it to the network)",
-    "stats_interval": "seconds between queue-depth reads for /metrics (default 15)",
-    "health_stale_seconds": "/healthz turns 503 when the loop or the database is silent this long (default 30)",
-    "inline_body_bytes": "bodies up to this size come with the claim; larger ones are loaded per send (256 KiB)",
-    "body_memory_bytes": "large bodies held at once by all sends of this replica (default 16 MiB)",
-}
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="email-outbox", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -87,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("worker", help="deliver emails: claim, send through SES, finalize")
-    for name, help_text in WORKER_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), dest=name, help=help_text)
+    for setting in SETTINGS:
+        p.add_argument("--" + setting.name.replace("_", "-"), dest=setting.name, help=flag_help(setting))
     p.add_argument(
         "--dsn-file", help="a file holding the DSN, so no password sits in argv ($EMAIL_OUTBOX_DSN_FILE)"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any
 
 from email_outbox.dsn import DatabaseDsn
@@ -14,61 +14,125 @@ from email_outbox.errors import ConfigError
 ENV_PREFIX = "EMAIL_OUTBOX_"
 
 
+def _meta(env: str, parse: Any, help: str) -> dict[str, Any]:
+    """What a setting declares beside its type and default: its environment variable, its parser and
+    its help. Each setting is one line of WorkerConfig; flags, env parsing and the README table all
+    come from there."""
+    return {"env": env, "parse": parse, "help": help}
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
-    dsn: DatabaseDsn
-    default_from: str | None
-    worker_id: str
-    lease_seconds: int = 120
-    concurrency: int = 8
-    batch_size: int = 8
-    poll_interval: float = 1.0
-    max_send_rate: float | None = None
-    retry_base_seconds: float = 5.0
-    retry_max_seconds: float = 900.0
-    ses_configuration_set: str | None = None
-    provider_enabled: bool = True
-    ses_connect_timeout: float = 5.0
-    ses_read_timeout: float = 20.0
-    shutdown_grace_seconds: float = 30.0
-    throttle_delay_seconds: int = 5
-    account_pause_seconds: float = 60.0
-    log_format: str = "text"
-    metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
-    stats_interval: float = 15.0
-    health_stale_seconds: float = 30.0
-    inline_body_bytes: int = 262144
-    body_memory_bytes: int = 16777216
+    dsn: DatabaseDsn = field(
+        metadata=_meta("DSN", str, "the database: mysql://user:password@host:port/database (required)")
+    )
+    default_from: str | None = field(
+        metadata=_meta("DEFAULT_FROM", str, "sender for rows with no from_address; must be on the allow-list")
+    )
+    worker_id: str = field(
+        metadata=_meta("WORKER_ID", str, "this replica's name in claimed_by (default host:pid)")
+    )
+    lease_seconds: int = field(default=120, metadata=_meta("LEASE_SECONDS", int, "claim lease, seconds"))
+    concurrency: int = field(default=8, metadata=_meta("CONCURRENCY", int, "sends in flight per replica"))
+    batch_size: int = field(
+        default=8, metadata=_meta("BATCH_SIZE", int, "rows per claim, at most the free send slots")
+    )
+    poll_interval: float = field(
+        default=1.0, metadata=_meta("POLL_INTERVAL", float, "longest idle wait between claims, seconds")
+    )
+    max_send_rate: float | None = field(
+        default=None,
+        metadata=_meta("MAX_SEND_RATE", float, "sends per second for this replica (default unlimited)"),
+    )
+    retry_base_seconds: float = field(
+        default=5.0,
+        metadata=_meta("RETRY_BASE_SECONDS", float, "backoff base for transient failures, seconds"),
+    )
+    retry_max_seconds: float = field(
+        default=900.0, metadata=_meta("RETRY_MAX_SECONDS", float, "backoff cap, seconds")
+    )
+    ses_configuration_set: str | None = field(
+        default=None, metadata=_meta("SES_CONFIGURATION_SET", str, "SES configuration set for every send")
+    )
+    provider_enabled: bool = field(
+        default=True,
+        metadata=_meta("PROVIDER_ENABLED", "bool", "false: claim nothing and idle (also --disable-provider)"),
+    )
+    ses_connect_timeout: float = field(default=5.0, metadata=_meta("SES_CONNECT_TIMEOUT", float, "seconds"))
+    ses_read_timeout: float = field(
+        default=20.0,
+        metadata=_meta("SES_READ_TIMEOUT", float, "seconds; connect + read must be at most half the lease"),
+    )
+    shutdown_grace_seconds: float = field(
+        default=30.0,
+        metadata=_meta("SHUTDOWN_GRACE_SECONDS", float, "how long SIGTERM waits for in-flight sends"),
+    )
+    throttle_delay_seconds: int = field(
+        default=5,
+        metadata=_meta("THROTTLE_DELAY_SECONDS", int, "release delay after SES throttling, seconds"),
+    )
+    account_pause_seconds: float = field(
+        default=60.0,
+        metadata=_meta(
+            "ACCOUNT_PAUSE_SECONDS", float, "pause after an account or configuration error, seconds"
+        ),
+    )
+    log_format: str = field(default="text", metadata=_meta("LOG_FORMAT", str, "text or json"))
+    metrics_port: int | None = field(
+        default=None,
+        metadata=_meta("METRICS_PORT", int, "serve /metrics and /healthz on this port (default off)"),
+    )
+    metrics_host: str = field(
+        default="127.0.0.1",
+        metadata=_meta("METRICS_HOST", str, "address the metrics server binds; 0.0.0.0 exposes it"),
+    )
+    stats_interval: float = field(
+        default=15.0,
+        metadata=_meta("STATS_INTERVAL", float, "seconds between queue-depth reads for /metrics"),
+    )
+    health_stale_seconds: float = field(
+        default=30.0,
+        metadata=_meta(
+            "HEALTH_STALE_SECONDS",
+            float,
+            "/healthz turns 503 when the loop or the database is silent this long",
+        ),
+    )
+    inline_body_bytes: int = field(
+        default=262144,
+        metadata=_meta(
+            "INLINE_BODY_BYTES",
+            int,
+            "bodies up to this size come with the claim; larger ones are loaded per send",
+        ),
+    )
+    body_memory_bytes: int = field(
+        default=16777216,
+        metadata=_meta(
+            "BODY_MEMORY_BYTES", int, "bytes of large bodies held at once by all sends of a replica"
+        ),
+    )
 
 
-_SPEC: dict[str, tuple[str, Any]] = {
-    # field: (environment suffix, parser)
-    "dsn": ("DSN", str),
-    "default_from": ("DEFAULT_FROM", str),
-    "worker_id": ("WORKER_ID", str),
-    "lease_seconds": ("LEASE_SECONDS", int),
-    "concurrency": ("CONCURRENCY", int),
-    "batch_size": ("BATCH_SIZE", int),
-    "poll_interval": ("POLL_INTERVAL", float),
-    "max_send_rate": ("MAX_SEND_RATE", float),
-    "retry_base_seconds": ("RETRY_BASE_SECONDS", float),
-    "retry_max_seconds": ("RETRY_MAX_SECONDS", float),
-    "ses_configuration_set": ("SES_CONFIGURATION_SET", str),
-    "provider_enabled": ("PROVIDER_ENABLED", "bool"),
-    "ses_connect_timeout": ("SES_CONNECT_TIMEOUT", float),
-    "ses_read_timeout": ("SES_READ_TIMEOUT", float),
-    "shutdown_grace_seconds": ("SHUTDOWN_GRACE_SECONDS", float),
-    "throttle_delay_seconds": ("THROTTLE_DELAY_SECONDS", int),
-    "account_pause_seconds": ("ACCOUNT_PAUSE_SECONDS", float),
-    "log_format": ("LOG_FORMAT", str),
-    "metrics_port": ("METRICS_PORT", int),
-    "metrics_host": ("METRICS_HOST", str),
-    "stats_interval": ("STATS_INTERVAL", float),
-    "health_stale_seconds": ("HEALTH_STALE_SECONDS", float),
-    "inline_body_bytes": ("INLINE_BODY_BYTES", int),
-    "body_memory_bytes": ("BODY_MEMORY_BYTES", int),
-}
+SETTINGS = fields(WorkerConfig)
+_SPEC: dict[str, tuple[str, Any]] = {f.name: (f.metadata["env"], f.metadata["parse"]) for f in SETTINGS}
+
+
+def flag_help(setting: Field[Any]) -> str:
+    """The --flag help: the declared help, its variable and its default."""
+    default = "" if setting.default is MISSING or setting.default is None else f", default {setting.default}"
+    return f"{setting.metadata['help']} (${ENV_PREFIX}{setting.metadata['env']}{default})".replace("%", "%%")
+
+
+def settings_table() -> str:
+    """The README's table of settings, generated from WorkerConfig (a test keeps the README in step)."""
+    lines = ["| flag | environment | default | what |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        default = "-" if s.default is MISSING or s.default is None else f"`{s.default}`"
+        flag = "--" + s.name.replace("_", "-")
+        lines.append(f"| `{flag}` | `{ENV_PREFIX}{s.metadata['env']}` | {default} | {s.metadata['help']} |")
+    return "\n".join(lines)
+
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -102,11 +166,11 @@ def load_config(flags: Mapping[str, Any], environ: Mapping[str, str] | None = No
     """Build and validate the configuration. `flags` holds only the flags actually given."""
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    for field in _SPEC:
-        if flags.get(field) is not None:
-            values[field] = _parse(field, flags[field])
-        elif env_name(field) in environ:
-            values[field] = _parse(field, environ[env_name(field)])
+    for name in _SPEC:
+        if flags.get(name) is not None:
+            values[name] = _parse(name, flags[name])
+        elif env_name(name) in environ:
+            values[name] = _parse(name, environ[env_name(name)])
     if not values.get("dsn"):
         raise ConfigError(
             f"{env_name('dsn')} (or --dsn) is required: mysql://user:password@host:port/database"
