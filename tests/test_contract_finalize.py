@@ -8,6 +8,7 @@ import pytest
 from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
+from email_outbox.routines import parameter_names
 
 from tests.conftest import db_now, set_clock
 from tests.helpers import enqueue_many, scalar, token
@@ -291,7 +292,7 @@ def test_bad_arguments_refused_and_nothing_written(
     before = scalar(repo, "SELECT CONCAT(COUNT(*), ':', SUM(row_version)) FROM email_delivery_attempts")
     events_before = scalar(repo, "SELECT COUNT(*) FROM email_delivery_events")
     with pytest.raises(InvalidInput, match=rf"{procedure}: {names}"):
-        repo._call(procedure, args)
+        repo._call(procedure, **dict(zip(parameter_names(procedure), args, strict=True)))
     assert (
         scalar(repo, "SELECT CONCAT(COUNT(*), ':', SUM(row_version)) FROM email_delivery_attempts") == before
     )

@@ -134,3 +134,13 @@ def test_every_setting_is_declared_once_and_the_readme_table_is_generated_from_i
     from_env = load_config({}, {f"{ENV_PREFIX}DSN": "mysql://u@h/db", f"{ENV_PREFIX}BATCH_SIZE": "3"})
     from_flag = load_config({"dsn": "mysql://u@h/db", "batch_size": "3"}, {})
     assert from_env.batch_size == from_flag.batch_size == 3
+
+
+def test_procedure_arguments_bind_by_the_names_in_procedures() -> None:
+    from email_outbox.repository import OutboxRepository
+    from email_outbox.routines import parameter_names
+
+    assert parameter_names("email_finalize_sent") == ("id", "claim_token", "provider_message_id")
+    repo = OutboxRepository(None)  # type: ignore[arg-type]  # refused before any connection is used
+    with pytest.raises(TypeError, match="email_finalize_sent takes id, claim_token, provider_message_id"):
+        repo._call("email_finalize_sent", id=1, token="t", provider_message_id="m")

@@ -39,6 +39,7 @@ from email_outbox.models import (
     Status,
     StatusCount,
 )
+from email_outbox.routines import parameter_names
 
 Connection = MySQLConnectionAbstract | PooledMySQLConnection
 
@@ -176,7 +177,15 @@ class OutboxRepository:
             self._drop_cursor()
             raise translate_error(exc) from exc
 
-    def _call(self, procedure: str, args: Sequence[Any]) -> list[dict[str, Any]]:
+    def _call(self, procedure: str, **arguments: Any) -> list[dict[str, Any]]:
+        """CALL `procedure` with its arguments bound by name, in the order its file in procedures/
+        declares them: a reordered parameter cannot bind silently to the wrong value."""
+        names = parameter_names(procedure)
+        if set(arguments) != set(names):
+            raise TypeError(
+                f"{procedure} takes {', '.join(names) or 'no arguments'}; got {', '.join(sorted(arguments))}"
+            )
+        args = [arguments[name] for name in names]
         placeholders = ", ".join(["%s"] * len(args))
         self.calls += 1
         with self._cursor() as cursor:
@@ -193,8 +202,8 @@ class OutboxRepository:
             rows: list[dict[str, Any]] = cursor.fetchall()
             return rows
 
-    def _affected(self, procedure: str, args: Sequence[Any]) -> int:
-        return int(self._call(procedure, args)[0]["affected"])
+    def _affected(self, procedure: str, **arguments: Any) -> int:
+        return int(self._call(procedure, **arguments)[0]["affected"])
 
     # --- enqueue --------------------------------------------------------------------------------
     def enqueue(
@@ -211,16 +220,14 @@ class OutboxRepository:
     ) -> EnqueueResult:
         row = self._call(
             "email_enqueue",
-            (
-                notification_id,
-                to_address,
-                from_address,
-                subject,
-                text_body,
-                html_body,
-                max_attempts,
-                send_after,
-            ),
+            notification_id=notification_id,
+            to_address=to_address,
+            from_address=from_address,
+            subject=subject,
+            text_body=text_body,
+            html_body=html_body,
+            max_attempts=max_attempts,
+            send_after=send_after,
         )[0]
         return EnqueueResult(int(row["affected"]), int(row["attempt_id"]))
 
@@ -240,16 +247,28 @@ class OutboxRepository:
                 max_attempts=int(r["max_attempts"]),
                 next_attempt_at=r["next_attempt_at"],
             )
-            for r in self._call("email_claimable_candidates", (limit,))
+            for r in self._call("email_claimable_candidates", limit=limit)
         ]
 
     def try_claim(self, attempt_id: int, claim_token: str, claimed_by: str, lease_seconds: int) -> int:
-        return self._affected("email_try_claim", (attempt_id, claim_token, claimed_by, lease_seconds))
+        return self._affected(
+            "email_try_claim",
+            id=attempt_id,
+            claim_token=claim_token,
+            claimed_by=claimed_by,
+            lease_seconds=lease_seconds,
+        )
 
     def claim_batch(
         self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int
     ) -> list[ClaimedEmail]:
-        rows = self._call("email_claim_batch", (claim_token, claimed_by, lease_seconds, limit))
+        rows = self._call(
+            "email_claim_batch",
+            claim_token=claim_token,
+            claimed_by=claimed_by,
+            lease_seconds=lease_seconds,
+            limit=limit,
+        )
         return [_claimed_email(r) for r in rows]
 
     def claim_batch_v2(
@@ -257,24 +276,36 @@ class OutboxRepository:
     ) -> list[ClaimedEmail]:
         """The claim the worker uses: bodies over `max_inline_body_bytes` stay in the database."""
         rows = self._call(
-            "email_claim_batch_v2", (claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes)
+            "email_claim_batch_v2",
+            claim_token=claim_token,
+            claimed_by=claimed_by,
+            lease_seconds=lease_seconds,
+            limit=limit,
+            max_inline_body_bytes=max_inline_body_bytes,
         )
         return [_claimed_email(r, max_inline_body_bytes) for r in rows]
 
     def claimed_bodies(self, attempt_id: int, claim_token: str) -> tuple[str | None, str | None] | None:
         """The bodies of a row this claim holds; None when it no longer holds it."""
-        rows = self._call("email_claimed_bodies", (attempt_id, claim_token))
+        rows = self._call("email_claimed_bodies", id=attempt_id, claim_token=claim_token)
         return (rows[0]["text_body"], rows[0]["html_body"]) if rows else None
 
     def sweep_stale_leases(self, limit: int) -> int:
-        return self._affected("email_sweep_stale_leases", (limit,))
+        return self._affected("email_sweep_stale_leases", limit=limit)
 
     def extend_lease(self, attempt_id: int, claim_token: str, lease_seconds: int) -> int:
-        return self._affected("email_extend_lease", (attempt_id, claim_token, lease_seconds))
+        return self._affected(
+            "email_extend_lease", id=attempt_id, claim_token=claim_token, lease_seconds=lease_seconds
+        )
 
     # --- finalizing -----------------------------------------------------------------------------
     def finalize_sent(self, attempt_id: int, claim_token: str, provider_message_id: str) -> int:
-        return self._affected("email_finalize_sent", (attempt_id, claim_token, provider_message_id))
+        return self._affected(
+            "email_finalize_sent",
+            id=attempt_id,
+            claim_token=claim_token,
+            provider_message_id=provider_message_id,
+        )
 
     def finalize_failure(
         self,
@@ -288,19 +319,30 @@ class OutboxRepository:
     ) -> FailureResult:
         row = self._call(
             "email_finalize_failure",
-            (attempt_id, claim_token, 1 if permanent else 0, error_code, error_message, retry_delay_seconds),
+            id=attempt_id,
+            claim_token=claim_token,
+            permanent=1 if permanent else 0,
+            error_code=error_code,
+            error_message=error_message,
+            retry_delay_seconds=retry_delay_seconds,
         )[0]
         return FailureResult(int(row["affected"]), _status(row["status"]))
 
     def finalize_unknown(self, attempt_id: int, claim_token: str, error_message: str | None) -> int:
-        return self._affected("email_finalize_unknown", (attempt_id, claim_token, error_message))
+        return self._affected(
+            "email_finalize_unknown", id=attempt_id, claim_token=claim_token, error_message=error_message
+        )
 
     def release_claim(self, attempt_id: int, claim_token: str, delay_seconds: int) -> int:
-        return self._affected("email_release_claim", (attempt_id, claim_token, delay_seconds))
+        return self._affected(
+            "email_release_claim", id=attempt_id, claim_token=claim_token, delay_seconds=delay_seconds
+        )
 
     # --- operators ------------------------------------------------------------------------------
     def requeue_unknown_outcome(self, attempt_id: int, requeued_by: str, reason: str) -> int:
-        return self._affected("email_requeue_unknown_outcome", (attempt_id, requeued_by, reason))
+        return self._affected(
+            "email_requeue_unknown_outcome", id=attempt_id, requeued_by=requeued_by, reason=reason
+        )
 
     def resolve_unknown_outcome(
         self,
@@ -311,24 +353,33 @@ class OutboxRepository:
         provider_message_id: str | None = None,
     ) -> int:
         return self._affected(
-            "email_resolve_unknown_outcome", (attempt_id, outcome, resolved_by, reason, provider_message_id)
+            "email_resolve_unknown_outcome",
+            id=attempt_id,
+            outcome=outcome,
+            resolved_by=resolved_by,
+            reason=reason,
+            provider_message_id=provider_message_id,
         )
 
     def outbox_stats(self) -> list[StatusCount]:
         return [
             StatusCount(Status(r["status"]), int(r["count"]), r["oldest_due_at"])
-            for r in self._call("email_outbox_stats", ())
+            for r in self._call("email_outbox_stats")
         ]
 
     # --- the sender allow-list (docs/security.md) -------------------------------------------------
     def sender_allowed(self, sender: str, account: str = "") -> bool:
-        return bool(self._call("email_sender_allowed", (sender, account))[0]["allowed"])
+        return bool(self._call("email_sender_allowed", sender=sender, account=account)[0]["allowed"])
 
     def sender_add(self, sender: str, account: str, added_by: str, reason: str) -> int:
-        return self._affected("email_sender_add", (sender, account, added_by, reason))
+        return self._affected(
+            "email_sender_add", sender=sender, account=account, added_by=added_by, reason=reason
+        )
 
     def sender_remove(self, sender: str, account: str, removed_by: str, reason: str) -> int:
-        return self._affected("email_sender_remove", (sender, account, removed_by, reason))
+        return self._affected(
+            "email_sender_remove", sender=sender, account=account, removed_by=removed_by, reason=reason
+        )
 
     def allowed_senders(self) -> list[AllowedSender]:
         rows = self._select(
@@ -341,15 +392,17 @@ class OutboxRepository:
         """Pending, Retrying and Processing only: a cost that follows the backlog, not the history."""
         return [
             StatusCount(Status(r["status"]), int(r["count"]), r["oldest_due_at"])
-            for r in self._call("email_outbox_queue_stats", ())
+            for r in self._call("email_outbox_queue_stats")
         ]
 
     def purge_bodies(self, older_than_days: int, limit: int) -> int:
-        return self._affected("email_purge_bodies", (older_than_days, limit))
+        return self._affected("email_purge_bodies", older_than_days=older_than_days, limit=limit)
 
     def purge_bodies_after(self, older_than_days: int, after_id: int, limit: int) -> tuple[int, int]:
         """One keyset batch: (rows cleared, the id to pass as after_id next)."""
-        row = self._call("email_purge_bodies_after", (older_than_days, after_id, limit))[0]
+        row = self._call(
+            "email_purge_bodies_after", older_than_days=older_than_days, after_id=after_id, limit=limit
+        )[0]
         return int(row["affected"]), int(row["last_id"])
 
     # --- read-only views for operators ------------------------------------------------------------

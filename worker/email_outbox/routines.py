@@ -6,6 +6,7 @@ execute, so no client-side statement splitter ever sees a procedure body.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -111,6 +112,13 @@ def parse_procedure(path: Path) -> ProcedureFile:
         raise ValueError(f"{path}: the body must start with a line holding only BEGIN")
     body = text[index + body_match.start() :].strip()
     return ProcedureFile(name, tuple(params), body, text, path)
+
+
+@functools.cache
+def parameter_names(procedure: str) -> tuple[str, ...]:
+    """The parameters of `procedure` as its file declares them, in order, without the `p_` prefix."""
+    path = procedures_dir() / f"{procedure}.sql"
+    return tuple(p.name.removeprefix("p_") for p in parse_procedure(path).parameters)
 
 
 def load_procedures(directory: Path | None = None) -> list[ProcedureFile]:
