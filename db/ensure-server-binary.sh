@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
 # Make sure a MariaDB/MySQL server binary and client are installed; install Debian's MariaDB if not.
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
+# The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
+# without them those tests say SKIP with the reason.
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 have_server() { command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1; }
 have_client() { command -v mariadb >/dev/null 2>&1 || command -v mysql >/dev/null 2>&1; }
+have_cluster_parts() {
+  [ -e /usr/lib/galera/libgalera_smm.so ] && command -v mariadb-backup >/dev/null 2>&1 && command -v socat >/dev/null 2>&1
+}
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
 if have_server && have_client; then
+  if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
+    echo "installing galera-4, mariadb-backup and socat for the cluster tests"
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+        --no-install-recommends galera-4 mariadb-backup socat >/dev/null; } \
+      || echo "could not install the Galera parts: the cluster tests will be skipped" >&2
+  fi
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "no mariadbd/mysqld on PATH and no apt-get: install MariaDB 10.6+ or MySQL 8.0+ server and client" >&2
   exit 1
 fi
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO="sudo"
-fi
 echo "installing mariadb-server and mariadb-client from Debian's packages"
 $SUDO apt-get update -qq
 # A system service the package may start is left alone: nothing here connects to it.
 DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends \
   mariadb-server mariadb-client >/dev/null
+DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends \
+  galera-4 mariadb-backup socat >/dev/null || echo "could not install the Galera parts: the cluster tests will be skipped" >&2
 have_server && have_client

@@ -30,8 +30,8 @@ def template_datadir() -> Path:
     return _template
 
 
-def start_server(base: Path, *args: str) -> PrivateServer:
-    server = PrivateServer(base, extra_args=list(args))
+def start_server(base: Path, *args: str, buffer_pool_size: str | None = "256M") -> PrivateServer:
+    server = PrivateServer(base, extra_args=list(args), buffer_pool_size=buffer_pool_size)
     shutil.copytree(template_datadir(), server.datadir)
     server.start()
     return server

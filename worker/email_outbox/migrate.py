@@ -1,7 +1,5 @@
-"""`email-outbox migrate`: yoyo schema migrations, then the procedures, under one server-side lock.
-
-GET_LOCK rather than yoyo's lock row: the server frees a GET_LOCK when the holder's connection dies,
-so a migrator killed with -9 never blocks the next run (yoyo's row would survive it).
+"""`email-outbox migrate`: yoyo schema migrations, then the procedures, under one migration lock that
+every node of a cluster sees (email_outbox.migration_lock; yoyo's own lock row survives a kill -9).
 """
 
 from __future__ import annotations
@@ -16,10 +14,9 @@ from yoyo.migrations import MigrationList
 
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
+from email_outbox.migration_lock import MigrationLock
 from email_outbox.paths import migrations_dir
 from email_outbox.routines import DriftReport, check_drift
-
-MIGRATION_LOCK = "email_outbox_migrate"
 
 
 @dataclass
@@ -46,14 +43,18 @@ def migrate(
     dsn: DatabaseDsn, *, lock_timeout: int = 120, progress: Callable[[str], None] = lambda _line: None
 ) -> MigrateReport:
     backend = _backend(dsn)
-    cursor = backend.connection.cursor()
-    cursor.execute("SELECT GET_LOCK(%s, %s)", (MIGRATION_LOCK, lock_timeout))
-    if cursor.fetchone()[0] != 1:
-        raise MigrationError(f"another migrator held the lock {MIGRATION_LOCK} for {lock_timeout}s")
+    lock = MigrationLock(lambda: pymysql.connect(**_pymysql_args(dsn)))
+    try:
+        _preflight(backend)
+        lock.acquire(lock_timeout)
+    except (pymysql.err.Error, MigrationError) as exc:
+        backend.connection.close()
+        if isinstance(exc, MigrationError):
+            raise
+        raise MigrationError(f"migration failed: {_server_error(exc)}") from exc
     progress("acquired migration lock")
     report = MigrateReport()
     try:
-        _preflight(backend)
         _repair_interrupted_bootstrap(backend)
         migrations = yoyo.read_migrations(str(migrations_dir()))
         pending = backend.to_apply(migrations)
@@ -69,7 +70,7 @@ def migrate(
     except pymysql.err.Error as exc:
         raise MigrationError(f"migration failed: {_server_error(exc)}") from exc
     finally:
-        cursor.execute("SELECT RELEASE_LOCK(%s)", (MIGRATION_LOCK,))
+        lock.release()
         backend.connection.close()
     return report
 
@@ -106,7 +107,7 @@ def _repair_interrupted_bootstrap(backend: Any) -> None:
     cursor = backend.connection.cursor()
     if backend.lock_table in tables:
         # yoyo takes its lock row while it sets up its tables; a killed migrator leaves the row behind
-        # and the next run would wait for it and fail. Under our GET_LOCK any such row is stale.
+        # and the next run would wait for it and fail. Under our migration lock any such row is stale.
         cursor.execute(f"DELETE FROM `{backend.lock_table}`")
         backend.connection.commit()
     # (yoyo_lock is left alone: yoyo creates it when it connects, and we never use it.)

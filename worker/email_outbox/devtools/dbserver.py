@@ -53,6 +53,9 @@ class PrivateServer:
     binary: str = ""
     durable: bool = False
     extra_args: list[str] = field(default_factory=list)
+    # None leaves the server's default: Galera's mariabackup state transfer copies the server's
+    # --innodb-buffer-pool-size onto mariadb-backup's command line, which refuses it.
+    buffer_pool_size: str | None = "256M"
     process: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -134,7 +137,7 @@ class PrivateServer:
             # Test speed without giving up crash safety against kill -9: with 2 the log is written at
             # every commit and survives a killed process; only an OS crash could lose the last second.
             f"--innodb-flush-log-at-trx-commit={flush}",
-            "--innodb-buffer-pool-size=256M",
+            *([f"--innodb-buffer-pool-size={self.buffer_pool_size}"] if self.buffer_pool_size else []),
             "--max-connections=400",
             "--skip-name-resolve",
             "--default-time-zone=+00:00",
