@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from email_outbox.dsn import DatabaseDsn
+from email_outbox.migrate import migrate
 
 from tests.cluster import GaleraCluster, missing_cluster_parts, start_cluster
 from tests.servers import MIGRATOR, MIGRATOR_PASSWORD, query
+from tests.worker_harness import wait_until
 
 pytestmark = pytest.mark.skipif(missing_cluster_parts() is not None, reason=str(missing_cluster_parts()))
 
@@ -59,15 +61,27 @@ def _install(node_server: object) -> dict[str, object]:
     return {"routines": routines, "tables": tables, "applied": applied}
 
 
-def test_migrate_at_once_on_three_nodes_makes_one_identical_install(
-    cluster: GaleraCluster, tmp_path: Path
-) -> None:
+def _create_outbox_database(cluster: GaleraCluster) -> None:
     first = cluster.nodes[0].server
+    if query(first, "SHOW DATABASES LIKE 'outbox'"):
+        return
     query(first, "CREATE DATABASE outbox CHARACTER SET utf8mb4")
     query(first, f"CREATE USER '{MIGRATOR}'@'%' IDENTIFIED BY '{MIGRATOR_PASSWORD}'")
     query(first, f"GRANT ALL PRIVILEGES ON outbox.* TO '{MIGRATOR}'@'%'")
-    cluster.wait_synced()
+    wait_until(
+        lambda: all(_has_account(n.server) for n in cluster.nodes), 30, "the account to reach every node"
+    )
 
+
+def _has_account(server: object) -> bool:
+    rows = query(server, "SELECT COUNT(*) AS n FROM mysql.user WHERE User = %s", (MIGRATOR,))  # type: ignore[arg-type]
+    return bool(rows[0]["n"])
+
+
+def test_migrate_at_once_on_three_nodes_makes_one_identical_install(
+    cluster: GaleraCluster, tmp_path: Path
+) -> None:
+    _create_outbox_database(cluster)
     outputs = _migrate_everywhere(cluster, tmp_path, "first")
     assert sum("applied migration 0001_schema" in out for out in outputs) == 1, "one node did the work"
     cluster.wait_synced()
@@ -78,3 +92,24 @@ def test_migrate_at_once_on_three_nodes_makes_one_identical_install(
     again = _migrate_everywhere(cluster, tmp_path, "again")
     for out in again:
         assert "schema up to date" in out and "procedures up to date" in out, out
+
+
+def test_operator_reads_on_another_node_see_a_row_just_written(cluster: GaleraCluster) -> None:
+    """Without causal reads, 33 of 300 reads on another node missed a row just written."""
+    from email_outbox.repository import OutboxRepository
+
+    _create_outbox_database(cluster)
+    writer_dsn, reader_dsn = (
+        DatabaseDsn(MIGRATOR, MIGRATOR_PASSWORD, "127.0.0.1", node.server.port, "outbox")
+        for node in cluster.nodes[:2]
+    )
+    migrate(writer_dsn)
+    writer, reader = OutboxRepository.open(writer_dsn), OutboxRepository.open(reader_dsn)
+    try:
+        reader.read_consistently()
+        for i in range(100):
+            attempt_id = writer.enqueue(f"causal-{i}", "a@example.com", "s", text_body="t").attempt_id
+            assert reader.get_row(attempt_id).notification_id == f"causal-{i}"
+    finally:
+        writer.close()
+        reader.close()

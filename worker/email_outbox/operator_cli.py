@@ -65,6 +65,7 @@ def _parse_status(text: str) -> Status:
 def _repository(args: argparse.Namespace) -> Iterator[OutboxRepository]:
     repo = OutboxRepository.open(dsn_from(args))
     try:
+        repo.read_consistently()
         yield repo
     finally:
         repo.close()

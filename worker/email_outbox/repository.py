@@ -152,6 +152,15 @@ class OutboxRepository:
     def open(cls, dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> OutboxRepository:
         return cls(connect(dsn, connect_timeout=connect_timeout))
 
+    def read_consistently(self) -> None:
+        """On a Galera node, make every read wait until the node has applied what the cluster
+        committed before it (causal reads), so a row just written on another node is seen. A no-op
+        on other servers. For operators' reads, not the worker's hot path."""
+        rows = self._select("SHOW VARIABLES LIKE 'wsrep_on'")
+        if rows and str(rows[0]["Value"]).upper() == "ON":
+            with self._cursor() as cursor:
+                cursor.execute("SET SESSION wsrep_sync_wait = 1")
+
     def close(self) -> None:
         self._drop_cursor()
         with suppress(mysql.connector.Error):

@@ -18,6 +18,7 @@ from email_outbox.repository import OutboxRepository
 def cmd_senders(args: argparse.Namespace) -> int:
     repo = OutboxRepository.open(dsn_from(args))
     try:
+        repo.read_consistently()
         if args.action == "list":
             return _list(repo, as_json=args.json)
         if args.action == "add":
