@@ -113,3 +113,73 @@ def test_operator_reads_on_another_node_see_a_row_just_written(cluster: GaleraCl
     finally:
         writer.close()
         reader.close()
+
+
+def test_racing_enqueues_on_two_nodes_retried_as_a_whole_make_one_email(cluster: GaleraCluster) -> None:
+    """Two nodes enqueue one notification_id at the same moment inside their transactions: one COMMIT
+    fails certification with 1213 (raised by the C extension as its own error type, seen here as the
+    1213 it is). Retrying the whole transaction, as docs/procedures.md says, ends with one email."""
+    import threading
+
+    from email_outbox.errors import TransientDatabaseError
+    from email_outbox.repository import DRIVER_ERRORS, connect, translate_error
+
+    _create_outbox_database(cluster)
+    dsns = [
+        DatabaseDsn(MIGRATOR, MIGRATOR_PASSWORD, "127.0.0.1", n.server.port, "outbox")
+        for n in cluster.nodes[:2]
+    ]
+    migrate(dsns[0])
+    conflicts = 0
+
+    def business_transaction(
+        dsn: DatabaseDsn, notification_id: str, barrier: threading.Barrier
+    ) -> tuple[int, int]:
+        nonlocal conflicts
+        for attempt in range(10):
+            conn = connect(dsn)
+            conn.autocommit = False
+            try:
+                cursor = conn.cursor()
+                cursor.execute("START TRANSACTION")
+                cursor.execute(
+                    "CALL email_enqueue(%s, 'ann@example.com', NULL, 's', 't', NULL, NULL, NULL)",
+                    (notification_id,),
+                )
+                ((affected, attempt_id),) = cursor.fetchall()
+                while cursor.nextset():
+                    pass
+                if attempt == 0:
+                    barrier.wait(timeout=30)
+                conn.commit()
+                return int(affected), int(attempt_id)
+            except DRIVER_ERRORS as exc:
+                error = translate_error(exc)
+                assert isinstance(error, TransientDatabaseError), error
+                conflicts += 1
+            finally:
+                conn.close()
+        raise AssertionError("no attempt committed")
+
+    for trial in range(5):
+        barrier = threading.Barrier(2)
+        results: list[tuple[int, int]] = []
+        threads = [
+            threading.Thread(
+                target=lambda d=d: results.append(business_transaction(d, f"race-{trial}", barrier))
+            )
+            for d in dsns
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert len(results) == 2
+        assert sorted(a for a, _ in results) == [0, 1], "one new email, one duplicate"
+        assert results[0][1] == results[1][1], "both callers learn the same attempt id"
+    rows = query(
+        cluster.nodes[2].server,
+        "SELECT COUNT(*) AS n FROM outbox.email_delivery_attempts WHERE notification_id LIKE 'race-%'",
+    )
+    assert rows[0]["n"] == 5
+    print(f"certification conflicts absorbed by retrying the transaction: {conflicts}")
