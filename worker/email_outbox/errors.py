@@ -47,7 +47,12 @@ class ReadOnlyServer(OutboxError):
 
 
 class TransientDatabaseError(OutboxError):
-    """A deadlock or lock wait timeout: the statement was rolled back and may be retried."""
+    """A deadlock (also a Galera certification conflict), a lock wait timeout, a snapshot conflict, or
+    a Galera node not ready: the statement was rolled back and may be retried. `errno` names which."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
 
 
 class ConfigError(OutboxError):

@@ -94,7 +94,7 @@ class WorkerCollector(Collector):
         yield _labelled(
             CounterMetricFamily,
             "email_outbox_db_errors",
-            "Database errors by kind (deadlock_or_lock_wait, unavailable)",
+            "Database errors by kind: the server error code of a retried transient error (1213 deadlock or Galera certification conflict, 1205 lock wait, 1020 snapshot, 1047 Galera node not ready), or unavailable (reconnected)",
             "kind",
             db_errors,
         )

@@ -63,6 +63,8 @@ ER_LOCK_DEADLOCK = 1213
 # Database, table, column and routine privilege refusals. 1045 (bad password) is a connect failure.
 ACCESS_DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1370})
 ER_LOCK_WAIT_TIMEOUT = 1205
+# Galera: "WSREP has not yet prepared node for application use", while a node joins or loses quorum.
+ER_WSREP_NOT_READY = 1047
 # MariaDB with innodb_snapshot_isolation=ON: a locking read met a row changed after the snapshot.
 # The statement's transaction is rolled back, like a deadlock, and is safe to retry the same way.
 ER_CHECKREAD = 1020
@@ -106,8 +108,8 @@ def translate_error(exc: Exception) -> OutboxError:
         )
     if errno in ACCESS_DENIED_ERRNOS:
         return AccessDenied(message)
-    if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_CHECKREAD):
-        return TransientDatabaseError(message)
+    if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_CHECKREAD, ER_WSREP_NOT_READY):
+        return TransientDatabaseError(f"error {errno}: {message}", errno)
     if errno in CONNECTION_ERRNOS or isinstance(
         exc, (mysql.connector.InterfaceError, mysql.connector.OperationalError)
     ):
