@@ -182,3 +182,50 @@ def test_racing_enqueues_on_two_nodes_retried_as_a_whole_make_one_email(cluster:
         lambda: query(cluster.nodes[2].server, count)[0]["n"] == 5, 30, "five emails on the third node"
     )
     print(f"certification conflicts absorbed by retrying the transaction: {conflicts}")
+
+
+def test_a_worker_with_every_node_in_its_dsn_moves_on_when_its_node_dies(
+    cluster: GaleraCluster, tmp_path: Path
+) -> None:
+    """kill -9 of the node the worker uses, mid-run: it moves to the next synced node of its DSN, and
+    every email is accounted for (this test kills node 1, so it runs last in this module)."""
+    from email_outbox.devtools.localdb import migrate_for_local_use
+    from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
+    from email_outbox.models import Status
+    from email_outbox.repository import OutboxRepository
+
+    from tests.helpers import enqueue_many
+    from tests.worker_harness import account, drained, spawn_worker
+
+    _create_outbox_database(cluster)
+    node1, node2, node3 = ((n.server.port) for n in cluster.nodes)
+    everywhere = DatabaseDsn(
+        MIGRATOR,
+        MIGRATOR_PASSWORD,
+        "127.0.0.1",
+        node1,
+        "outbox",
+        alternates=(("127.0.0.1", node2), ("127.0.0.1", node3)),
+    )
+    migrate_for_local_use(everywhere)
+    survivor = DatabaseDsn(MIGRATOR, MIGRATOR_PASSWORD, "127.0.0.1", node2, "outbox")
+    repo = OutboxRepository.open(survivor)
+    repo.read_consistently()
+    enqueue_many(repo, 200, prefix="node-loss")
+    with SesEndpoint() as endpoint:
+        endpoint.set_faults(FaultRule("latency", seconds=0.02))
+        worker = spawn_worker(
+            everywhere, endpoint.url, tmp_path, "cluster-w", concurrency=4, lease_seconds=20,
+            ses_connect_timeout=1, ses_read_timeout=3,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: len(endpoint.accepted()) >= 50, 60, "sends before the node dies")
+            cluster.nodes[0].server.kill()
+            wait_until(lambda: drained(repo), 120, "the outbox to drain on the surviving nodes")
+        finally:
+            assert worker.terminate() == 0, worker.log()[-3000:]
+        result = account(repo, endpoint, 200)
+    repo.close()
+    assert result.duplicates == 0
+    assert result.by_status[Status.UNKNOWN_OUTCOME] <= 4, "at most what was in flight"
+    assert "connected to a later database host" in worker.log()

@@ -1,4 +1,8 @@
-"""The one DSN format every command takes: mysql://user:password@host:port/database[?unix_socket=PATH]."""
+"""The one DSN format every command takes: mysql://user:password@host:port/database[?unix_socket=PATH].
+
+Several hosts may be listed, comma-separated (mysql://u:pw@10.0.0.1:3306,10.0.0.2:3306/outbox): a
+connection goes to the first that answers and, on a Galera node, is synced (email_outbox.repository).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ class DatabaseDsn:
     port: int
     database: str
     unix_socket: str | None = None
+    # Further hosts after the first, tried in order when the first does not answer or is not synced.
+    alternates: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def parse(cls, dsn: str) -> DatabaseDsn:
@@ -36,28 +42,40 @@ class DatabaseDsn:
         if unknown:
             raise ConfigError(f"DSN has unsupported options: {', '.join(sorted(unknown))}")
         socket = query.get("unix_socket", [None])[0]
-        try:
-            port = parts.port or 3306
-        except ValueError as exc:
-            raise ConfigError(f"DSN port is not a number: {exc}") from exc
+        userinfo, _, hostlist = parts.netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        endpoints = [_endpoint(item) for item in hostlist.split(",")] if hostlist else [("127.0.0.1", 3306)]
+        (host, port), *alternates = endpoints
         return cls(
-            user=unquote(parts.username or "root"),
-            password=unquote(parts.password or ""),
-            host=parts.hostname or "127.0.0.1",
+            user=unquote(user or "root"),
+            password=unquote(password),
+            host=host,
             port=port,
             database=database,
             unix_socket=socket,
+            alternates=tuple(alternates),
         )
 
+    def endpoints(self) -> list[tuple[str, int]]:
+        """Every host:port to try, in the order the DSN lists them."""
+        return [(self.host, self.port), *self.alternates]
+
+    def at(self, host: str, port: int) -> DatabaseDsn:
+        """The same DSN for one of its hosts only."""
+        return DatabaseDsn(self.user, self.password, host, port, self.database, self.unix_socket)
+
     def with_database(self, database: str) -> DatabaseDsn:
-        return DatabaseDsn(self.user, self.password, self.host, self.port, database, self.unix_socket)
+        return DatabaseDsn(
+            self.user, self.password, self.host, self.port, database, self.unix_socket, self.alternates
+        )
 
     def url(self) -> str:
         auth = quote(self.user, safe="")
         if self.password:
             auth += ":" + quote(self.password, safe="")
         query = f"?unix_socket={quote(self.unix_socket)}" if self.unix_socket else ""
-        return f"mysql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}{query}"
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.endpoints())
+        return f"mysql://{auth}@{hosts}/{quote(self.database, safe='')}{query}"
 
     def redacted(self) -> str:
         return (
@@ -125,3 +143,22 @@ def resolve_dsn_text(
     if environ.get(DSN_FILE_ENV):
         return read_dsn_file(environ[DSN_FILE_ENV])
     return None
+
+
+def _endpoint(item: str) -> tuple[str, int]:
+    """host, host:port, [v6], or [v6]:port."""
+    item = item.strip()
+    if item.startswith("["):
+        host, _, rest = item[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    else:
+        host, _, port_text = item.partition(":")
+    if not host:
+        raise ConfigError(f"DSN host is empty in {item!r}")
+    try:
+        port = int(port_text) if port_text else 3306
+    except ValueError:
+        raise ConfigError(f"DSN port is not a number: {item!r}") from None
+    if not 0 < port < 65536:
+        raise ConfigError(f"DSN port must be 1 to 65535: {item!r}")
+    return unquote(host), port

@@ -16,6 +16,7 @@ from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
 from email_outbox.migration_lock import MigrationLock
 from email_outbox.paths import migrations_dir
+from email_outbox.repository import first_ready
 from email_outbox.routines import DriftReport, check_drift
 
 
@@ -42,6 +43,7 @@ def _backend(dsn: DatabaseDsn) -> Any:
 def migrate(
     dsn: DatabaseDsn, *, lock_timeout: int = 120, progress: Callable[[str], None] = lambda _line: None
 ) -> MigrateReport:
+    dsn = first_ready(dsn)
     backend = _backend(dsn)
     lock = MigrationLock(lambda: pymysql.connect(**_pymysql_args(dsn)))
     try:

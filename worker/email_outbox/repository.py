@@ -7,6 +7,7 @@ Writes go through the procedures only; the few SELECTs here are read-only views 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -42,6 +43,7 @@ from email_outbox.models import (
 from email_outbox.routines import parameter_names
 
 Connection = MySQLConnectionAbstract | PooledMySQLConnection
+log = logging.getLogger("email_outbox.repository")
 
 # mysql-connector's C extension raises its own MySQLError (not a mysql.connector.Error) for some
 # failures, e.g. a COMMIT-time deadlock or an argument it cannot convert: both are driver errors.
@@ -81,14 +83,61 @@ _ROW_COLUMNS = (
 
 
 def connect(dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> Connection:
-    """A connection in autocommit mode: each worker-facing CALL commits on its own."""
+    """A connection in autocommit mode (each worker-facing CALL commits on its own) to the first host
+    of the DSN that answers and, on a Galera node, is synced (wsrep_ready ON, wsrep_local_state 4).
+    A node that is joining, donating or has lost quorum would refuse or stall the outbox's writes."""
+    last: OutboxError | None = None
+    for host, port in dsn.endpoints():
+        try:
+            conn = mysql.connector.connect(
+                **dsn.at(host, port).connect_args(),
+                autocommit=True,
+                connection_timeout=int(max(1, connect_timeout)),
+            )
+        except DRIVER_ERRORS as exc:
+            last = translate_error(exc)
+            continue
+        unsynced = _galera_not_synced(conn)
+        if unsynced is None:
+            if (host, port) != (dsn.host, dsn.port):
+                log.warning(
+                    "connected to a later database host of the DSN", extra={"db_host": f"{host}:{port}"}
+                )
+            return conn
+        conn.close()
+        last = DatabaseUnavailable(f"{host}:{port} is a Galera node that is not synced ({unsynced})")
+    assert last is not None
+    raise last
+
+
+def first_ready(dsn: DatabaseDsn) -> DatabaseDsn:
+    """The DSN narrowed to the host `connect` would use now: for tools that take one host (yoyo)."""
+    if not dsn.alternates:
+        return dsn
+    conn = connect(dsn)
     try:
-        conn = mysql.connector.connect(
-            **dsn.connect_args(), autocommit=True, connection_timeout=int(max(1, connect_timeout))
+        return dsn.at(str(conn.server_host), int(conn.server_port))
+    finally:
+        conn.close()
+
+
+def _galera_not_synced(conn: Connection) -> str | None:
+    """None for a server that is not a Galera node or is synced; otherwise what is wrong."""
+    cursor = conn.cursor()
+    try:
+        cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        wsrep_on = cursor.fetchall()
+        if not wsrep_on or str(list(wsrep_on[0])[1]).upper() != "ON":  # MySQL, or MariaDB without Galera
+            return None
+        cursor.execute(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'wsrep_local_state_comment')"
         )
-    except DRIVER_ERRORS as exc:
-        raise translate_error(exc) from exc
-    return conn
+        status = {str(name): str(value) for name, value in cursor.fetchall()}
+    finally:
+        cursor.close()
+    if status.get("wsrep_ready") == "ON" and status.get("wsrep_local_state") == "4":
+        return None
+    return f"wsrep_ready={status.get('wsrep_ready')}, state={status.get('wsrep_local_state_comment')}"
 
 
 def translate_error(exc: Exception) -> OutboxError:

@@ -90,6 +90,13 @@ class Worker:
         if repo is None:
             repo = self._open_repository()
             self._local.repo = repo
+            # A DSN may list several hosts: count each connection that went to another than the first.
+            endpoint = (
+                str(getattr(repo.connection, "server_host", "")),
+                int(getattr(repo.connection, "server_port", 0)),
+            )
+            if self.config.dsn.alternates and endpoint != (self.config.dsn.host, self.config.dsn.port):
+                self.stats.add("db_errors", "connected_to_later_host")
         return repo
 
     def _drop_repo(self) -> None:
