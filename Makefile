@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint system-deps clean soak bench failover costs
+.PHONY: test demo lint system-deps clean soak bench failover costs cluster-soak
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
@@ -36,6 +36,10 @@ bench: system-deps $(STAMP)
 # Failover of a semi-sync primary under 3,000 emails and 3 workers, with the accounting (docs/reliability.md).
 failover: system-deps $(STAMP)
 	EMAIL_OUTBOX_FAILOVER_EMAILS=3000 $(BIN)/pytest -s -q tests/test_failover.py
+
+# A 3-node Galera cluster soak: 3,000 emails, two node kills, an IST rejoin; accounting and throughput.
+cluster-soak: system-deps $(STAMP)
+	EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS=3000 $(BIN)/pytest -s -q tests/test_cluster_soak.py
 
 # The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).
 costs: system-deps $(STAMP)

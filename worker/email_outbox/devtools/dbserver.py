@@ -81,6 +81,12 @@ class PrivateServer:
         return self.base_dir / "mysqld.sock"
 
     @property
+    def tmpdir(self) -> Path:
+        path = self.base_dir / "tmp"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
     def log_path(self) -> Path:
         return self.base_dir / "mysqld.log"
 
@@ -140,6 +146,9 @@ class PrivateServer:
             *([f"--innodb-buffer-pool-size={self.buffer_pool_size}"] if self.buffer_pool_size else []),
             "--max-connections=400",
             "--skip-name-resolve",
+            # Its own temporary directory: servers sharing /tmp met each other's temporary-table files
+            # (error 6 on delete) once a Galera node was killed and restarted beside the others.
+            f"--tmpdir={self.tmpdir}",
             "--default-time-zone=+00:00",
             *self._user_args(),
         ]
