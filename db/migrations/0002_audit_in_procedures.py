@@ -15,6 +15,7 @@ Idempotent: a migrator killed mid-way runs it again.
 
 from typing import Any
 
+from email_outbox.migrate import OLD_TRIGGERS
 from yoyo import step
 
 __depends__ = {"0001_schema"}
@@ -23,8 +24,6 @@ __depends__ = {"0001_schema"}
 # failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The
 # steps are idempotent instead, and run outside a transaction so the server's error reaches the user.
 __transactional__ = False
-
-OLD_TRIGGERS = ("email_delivery_attempts_audit_insert", "email_delivery_attempts_audit_update")
 
 
 def _drop_old_triggers(conn: Any) -> None:
