@@ -8,7 +8,9 @@ a caller's transaction for email_enqueue. docs/design.md has the trade-off.
 
 Upgrading a running install: this migration drops the triggers, then `migrate` installs the new
 procedures at once. A transition made by an old procedure in between carries no event; stop the
-workers during the upgrade (or accept that gap of well under a second).
+workers during the upgrade (or accept that gap of well under a second). With the binary log on and
+log_bin_trust_function_creators=0, DROP TRIGGER needs SUPER as CREATE TRIGGER does (1419): migrate's
+preflight refuses such an upgrade before anything changes and names the setting to change.
 
 Idempotent: a migrator killed mid-way runs it again.
 """
