@@ -339,3 +339,39 @@ def test_migrate_refuses_a_read_only_server_before_changing_anything(
     )
     assert cursor.fetchone()[0] == 0, "nothing was created"
     conn.close()
+
+
+def test_upgrade_with_old_triggers_names_the_setting_before_changing_anything(tmp_path: Path) -> None:
+    """With the binary log on and log_bin_trust_function_creators=0, DROP TRIGGER needs SUPER too (1419):
+    an install from before 0002 cannot be upgraded by a non-SUPER admin until the setting is 1."""
+    from tests.servers import BINLOG_ARGS, managed_database, query, start_server
+
+    server = start_server(tmp_path, *BINLOG_ARGS)
+    try:
+        dsn = managed_database(server)
+        assert migrate(dsn).applied  # a fresh install needs no SUPER
+        # Make it an install from before 0002: the old trigger present, 0002 not yet recorded.
+        query(server, "SET GLOBAL log_bin_trust_function_creators = 1")
+        query(
+            server,
+            "CREATE TRIGGER outbox.email_delivery_attempts_audit_update AFTER UPDATE"
+            " ON outbox.email_delivery_attempts FOR EACH ROW SET @old_trigger_ran = 1",
+        )
+        query(server, "DELETE FROM outbox._yoyo_migration WHERE migration_id = '0002_audit_in_procedures'")
+        query(server, "SET GLOBAL log_bin_trust_function_creators = 0")
+
+        with pytest.raises(MigrationError, match=r"log_bin_trust_function_creators=1.*parameter group"):
+            migrate(dsn)
+        left = query(
+            server, "SELECT COUNT(*) AS n FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'outbox'"
+        )
+        assert left[0]["n"] == 1, "nothing changed"
+
+        query(server, "SET GLOBAL log_bin_trust_function_creators = 1")
+        assert migrate(dsn).applied == ["0002_audit_in_procedures"]
+        left = query(
+            server, "SELECT COUNT(*) AS n FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = 'outbox'"
+        )
+        assert left[0]["n"] == 0
+    finally:
+        server.stop()

@@ -8,13 +8,16 @@ a caller's transaction for email_enqueue. docs/design.md has the trade-off.
 
 Upgrading a running install: this migration drops the triggers, then `migrate` installs the new
 procedures at once. A transition made by an old procedure in between carries no event; stop the
-workers during the upgrade (or accept that gap of well under a second).
+workers during the upgrade (or accept that gap of well under a second). With the binary log on and
+log_bin_trust_function_creators=0, DROP TRIGGER needs SUPER as CREATE TRIGGER does (1419): migrate's
+preflight refuses such an upgrade before anything changes and names the setting to change.
 
 Idempotent: a migrator killed mid-way runs it again.
 """
 
 from typing import Any
 
+from email_outbox.migrate import OLD_TRIGGERS
 from yoyo import step
 
 __depends__ = {"0001_schema"}
@@ -23,8 +26,6 @@ __depends__ = {"0001_schema"}
 # failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The
 # steps are idempotent instead, and run outside a transaction so the server's error reaches the user.
 __transactional__ = False
-
-OLD_TRIGGERS = ("email_delivery_attempts_audit_insert", "email_delivery_attempts_audit_update")
 
 
 def _drop_old_triggers(conn: Any) -> None:

@@ -95,6 +95,34 @@ def _preflight(backend: Any) -> None:
             " or cluster writer endpoint; Aurora: the cluster endpoint; Cloud SQL: the primary instance,"
             " not a read replica)"
         )
+    _check_old_triggers_can_be_dropped(cursor)
+
+
+OLD_TRIGGERS = ("email_delivery_attempts_audit_insert", "email_delivery_attempts_audit_update")
+
+
+def _check_old_triggers_can_be_dropped(cursor: Any) -> None:
+    """An install from before 0002 has triggers, and with the binary log on and
+    log_bin_trust_function_creators=0 even DROP TRIGGER needs SUPER (1419, measured on MariaDB 10.11),
+    which no managed-service admin has. Say so, and how to change it, before anything changes."""
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.TRIGGERS"
+        " WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN (%s, %s)",
+        OLD_TRIGGERS,
+    )
+    if not cursor.fetchone()[0]:
+        return
+    cursor.execute("SELECT @@GLOBAL.log_bin, @@GLOBAL.log_bin_trust_function_creators")
+    log_bin, trusted = cursor.fetchone()
+    cursor.execute("SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'SUPER'")
+    has_super = cursor.fetchone()[0] > 0
+    if int(log_bin) and not int(trusted) and not has_super:
+        raise MigrationError(
+            "this install still has the audit triggers of 0001, and dropping a trigger with the binary"
+            " log on needs SUPER unless log_bin_trust_function_creators=1: set it to 1 for the upgrade"
+            " (RDS/Aurora: the DB (cluster) parameter group; Cloud SQL: the database flag"
+            " log_bin_trust_function_creators=on), run migrate again, then set it back to 0"
+        )
 
 
 def _repair_interrupted_bootstrap(backend: Any) -> None:
