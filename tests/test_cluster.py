@@ -95,7 +95,7 @@ def test_migrate_at_once_on_three_nodes_makes_one_identical_install(
 
 
 def test_operator_reads_on_another_node_see_a_row_just_written(cluster: GaleraCluster) -> None:
-    """Without causal reads, 33 of 300 reads on another node missed a row just written."""
+    """Without causal reads, 33 of 300 reads on another node missed a row just written (issue 17)."""
     from email_outbox.repository import OutboxRepository
 
     _create_outbox_database(cluster)
