@@ -8,6 +8,7 @@ throughput. `make cluster-soak` runs it with 3,000 emails (EMAIL_OUTBOX_CLUSTER_
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -167,6 +168,8 @@ def test_cluster_soak_with_node_kills_accounts_for_every_email(tmp_path: Path) -
             finally:
                 codes = [w.terminate() for w in workers]
             assert codes == [0] * WORKERS, [w.log()[-2000:] for w in workers]
+            # Each worker's closing line holds its counters; db_errors counts retried errors by code.
+            conflicts = sum(int(n) for w in workers for n in re.findall(r"'1213': (\d+)", w.log()))
             result = account(reader, endpoint, per_node * 3)
             reader.close()
         _rejoin(cluster, cluster.nodes[1])
@@ -183,7 +186,7 @@ def test_cluster_soak_with_node_kills_accounts_for_every_email(tmp_path: Path) -
 
     print(
         f"cluster soak: {per_node * 3} emails enqueued on 3 nodes, {WORKERS} workers x {CONCURRENCY};"
-        f" {'; '.join(events)}; {result}; enqueue retries {len(enqueue_errors)};"
+        f" {'; '.join(events)}; {result}; worker 1213 retries {conflicts}; enqueue retries {len(enqueue_errors)};"
         f" backlog of {EMAILS}: cluster {cluster_rate:.0f} emails/s, single node {single_rate:.0f} emails/s"
     )
     assert result.duplicates == 0, "no email accepted twice"
