@@ -12,11 +12,11 @@ import pymysql
 import yoyo
 from yoyo.migrations import MigrationList
 
+from email_outbox.db import first_ready
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
 from email_outbox.migration_lock import MigrationLock
 from email_outbox.paths import migrations_dir
-from email_outbox.repository import first_ready
 from email_outbox.routines import DriftReport, check_drift
 
 

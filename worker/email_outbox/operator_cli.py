@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
+from email_outbox.db import DRIVER_ERRORS, translate_error
 from email_outbox.display import visible
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, Status
-from email_outbox.repository import DRIVER_ERRORS, OutboxRepository, translate_error
+from email_outbox.repository import OutboxRepository
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
