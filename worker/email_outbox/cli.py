@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from email_outbox import operator_cli, senders_cli
+from email_outbox import enqueue_cli, grant_cli, operator_cli, senders_cli
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
 from email_outbox.config import SETTINGS, flag_help
 from email_outbox.display import visible
@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_worker)
 
     operator_cli.register(sub)
+    enqueue_cli.register(sub)
+    grant_cli.register(sub)
     senders_cli.register(sub)
     return parser
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from email_outbox.dsn import DatabaseDsn, resolve_dsn_text
 from email_outbox.errors import ConfigError
+from email_outbox.repository import OutboxRepository
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
 
@@ -29,3 +32,14 @@ def dsn_from(args: argparse.Namespace) -> DatabaseDsn:
             "no database: pass --dsn-file PATH or set EMAIL_OUTBOX_DSN (mysql://user:password@host:port/db)"
         )
     return DatabaseDsn.parse(value)
+
+
+@contextmanager
+def open_repository(args: argparse.Namespace) -> Iterator[OutboxRepository]:
+    """The repository a command works through, reading consistently (causal reads on a Galera node)."""
+    repo = OutboxRepository.open(dsn_from(args))
+    try:
+        repo.read_consistently()
+        yield repo
+    finally:
+        repo.close()

@@ -1,29 +1,21 @@
-"""The operator commands of `email-outbox`: status, list, show, requeue, resolve, enqueue, purge-bodies,
-grant. Every change goes through a stored procedure; the reads are plain SELECTs an operator account
-may run (docs/security.md).
+"""The operator commands of `email-outbox`: status, list, show, requeue, resolve, purge-bodies. Every
+change goes through a stored procedure; the reads are plain SELECTs an operator account may run
+(docs/security.md). `enqueue`, `grant` and `senders` have modules of their own.
 """
 
 from __future__ import annotations
 
 import argparse
-import getpass
-import json
-import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
-from email_outbox.db import DRIVER_ERRORS, translate_error
-from email_outbox.display import visible
+from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
+from email_outbox.display import age, print_json, short, table, visible, when
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, Status
-from email_outbox.repository import OutboxRepository
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -62,69 +54,14 @@ def _parse_status(text: str) -> Status:
     raise InvalidInput(f"--status must be one of {', '.join(s.value for s in Status)} (got {text!r})")
 
 
-@contextmanager
-def _repository(args: argparse.Namespace) -> Iterator[OutboxRepository]:
-    repo = OutboxRepository.open(dsn_from(args))
-    try:
-        repo.read_consistently()
-        yield repo
-    finally:
-        repo.close()
-
-
-# --- output ----------------------------------------------------------------------------------------
-def _when(value: datetime | None) -> str:
-    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat() + "Z"
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def _print_json(value: Any) -> None:
-    # ASCII-only: every control, bidi and separator character arrives as a \u escape, never raw.
-    print(json.dumps(_jsonable(value), indent=2, ensure_ascii=True))
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[visible(str(c)) for c in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    return "\n".join(lines)
-
-
-def _short(text: str | None, width: int = 60) -> str:
-    if not text:
-        return "-"
-    one_line = visible(" ".join(text.split()))
-    return one_line if len(one_line) <= width else one_line[: width - 1] + "…"
-
-
-def _age(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
-
-
 # --- status ----------------------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> int:
-    with _repository(args) as repo:
+    with open_repository(args) as repo:
         counts = repo.outbox_stats()
         health = repo.queue_health()
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
-        _print_json(
+        print_json(
             {
                 "counts": by_status,
                 "oldest_due_at": health.oldest_due_at,
@@ -136,14 +73,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     print(
-        _table(
+        table(
             ["status", "count", "oldest due (UTC)"],
-            [[c.status.value, c.count, _when(c.oldest_due_at)] for c in counts],
+            [[c.status.value, c.count, when(c.oldest_due_at)] for c in counts],
         )
     )
     print()
     due = (
-        f"{_age(health.oldest_due_age_seconds)} (due {_when(health.oldest_due_at)} UTC)"
+        f"{age(health.oldest_due_age_seconds)} (due {when(health.oldest_due_at)} UTC)"
         if health.oldest_due_at
         else "nothing due"
     )
@@ -160,27 +97,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     status = _parse_status(args.status)
     if not 1 <= args.limit <= 100_000:
         raise InvalidInput("--limit must be 1 to 100000")
-    with _repository(args) as repo:
+    with open_repository(args) as repo:
         since = parse_since(args.since, repo.database_time()) if args.since else None
         rows = repo.list_rows(status, since=since, limit=args.limit)
     if args.json:
-        _print_json([asdict(r) for r in rows])
+        print_json([asdict(r) for r in rows])
     elif rows:
         print(
-            _table(
+            table(
                 ["id", "notification_id", "to", "attempts", "last_error", "claimed_by", "created", "updated"],
                 [
                     [
                         r.id,
-                        _short(r.notification_id, 40),
-                        _short(r.to_address, 40),
+                        short(r.notification_id, 40),
+                        short(r.to_address, 40),
                         f"{r.attempt_count}/{r.max_attempts}",
-                        _short(
+                        short(
                             f"{r.last_error_code}: {r.last_error_message}" if r.last_error_code else None, 50
                         ),
                         r.claimed_by or "-",
-                        _when(r.created_at),
-                        _when(r.updated_at),
+                        when(r.created_at),
+                        when(r.updated_at),
                     ]
                     for r in rows
                 ],
@@ -193,19 +130,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _event_line(e: DeliveryEvent) -> list[Any]:
     return [
-        _when(e.occurred_at),
+        when(e.occurred_at),
         f"{e.from_status.value if e.from_status else '-'} -> {e.to_status.value}",
         e.actor or "-",
         e.db_account or "-",
         e.claim_token or "-",
-        _short(e.detail, 70),
+        short(e.detail, 70),
     ]
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     if (args.id is None) == (args.notification_id is None):
         raise InvalidInput("show takes an ID or --notification-id, one of the two")
-    with _repository(args) as repo:
+    with open_repository(args) as repo:
         row = (
             repo.get_row(args.id)
             if args.id is not None
@@ -213,17 +150,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         events = repo.events(row.id)
     if args.json:
-        _print_json({"row": asdict(row), "events": [asdict(e) for e in events]})
+        print_json({"row": asdict(row), "events": [asdict(e) for e in events]})
         return EXIT_OK
     fields = asdict(row)
     width = max(len(k) for k in fields)
     for key, value in fields.items():
-        shown = _when(value) + " UTC" if isinstance(value, datetime) else ("-" if value is None else value)
+        shown = when(value) + " UTC" if isinstance(value, datetime) else ("-" if value is None else value)
         print(f"{key:<{width}}  {visible(str(shown))}")
     print()
     print(f"history ({len(events)} events):")
     print(
-        _table(
+        table(
             ["at (UTC)", "transition", "actor", "db account", "claim_token", "detail"],
             [_event_line(e) for e in events],
         )
@@ -247,7 +184,7 @@ def cmd_requeue(args: argparse.Namespace) -> int:
         raise InvalidInput("requeue takes an ID or --all-unknown, one of the two")
     if args.all_unknown and args.older_than is None:
         raise InvalidInput("--all-unknown needs --older-than (e.g. --older-than 1h)")
-    with _repository(args) as repo:
+    with open_repository(args) as repo:
         if not args.all_unknown:
             affected = repo.requeue_unknown_outcome(args.id, args.by, args.reason)
             if affected == 0:
@@ -282,7 +219,7 @@ def cmd_requeue(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    with _repository(args) as repo:
+    with open_repository(args) as repo:
         affected = repo.resolve_unknown_outcome(args.id, args.outcome, args.by, args.reason, args.message_id)
         if affected == 0:
             row = repo.get_row(args.id)
@@ -292,105 +229,9 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _read_body(inline: str | None, path: str | None, what: str) -> str | None:
-    if inline is not None and path is not None:
-        raise InvalidInput(f"give --{what} or --{what}-file, not both")
-    if path is not None:
-        try:
-            return Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInput(f"--{what}-file: {exc}") from None
-    return inline
-
-
-_ENQUEUE_KEYS = {
-    "notification_id",
-    "to",
-    "from",
-    "subject",
-    "text",
-    "html",
-    "max_attempts",
-    "send_after",
-}
-
-
-def _enqueue_requests(args: argparse.Namespace) -> list[dict[str, Any]]:
-    if args.json_file is not None:
-        if any(getattr(args, k) is not None for k in ("notification_id", "to", "subject", "text", "html")):
-            raise InvalidInput("--json takes the whole email; do not mix it with the other flags")
-        try:
-            raw = sys.stdin.read() if args.json_file == "-" else Path(args.json_file).read_text("utf-8")
-            data = json.loads(raw)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InvalidInput(f"--json: {exc}") from None
-        items = data if isinstance(data, list) else [data]
-        for n, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise InvalidInput(f"--json: item {n} is not an object")
-            unknown = set(item) - _ENQUEUE_KEYS
-            if unknown:
-                raise InvalidInput(
-                    f"--json: item {n} has unknown keys {sorted(unknown)}; allowed {sorted(_ENQUEUE_KEYS)}"
-                )
-            for key, value in item.items():
-                wanted = int if key == "max_attempts" else str
-                if value is not None and (type(value) is not wanted):
-                    raise InvalidInput(f"--json: item {n}: {key} must be a {wanted.__name__} or null")
-        return items
-    missing = [f for f in ("notification_id", "to", "subject") if getattr(args, f) is None]
-    if missing:
-        raise InvalidInput(
-            "enqueue needs " + ", ".join("--" + m.replace("_", "-") for m in missing) + " (or --json)"
-        )
-    return [
-        {
-            "notification_id": args.notification_id,
-            "to": args.to,
-            "from": args.from_address,
-            "subject": args.subject,
-            "text": _read_body(args.text, args.text_file, "text"),
-            "html": _read_body(args.html, args.html_file, "html"),
-            "max_attempts": args.max_attempts,
-            "send_after": args.send_after,
-        }
-    ]
-
-
-def _send_after(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(f"send_after must be an ISO time (got {value!r})") from None
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
-
-
-def cmd_enqueue(args: argparse.Namespace) -> int:
-    items = _enqueue_requests(args)
-    new = 0
-    with _repository(args) as repo:
-        for item in items:
-            result = repo.enqueue(
-                item.get("notification_id"),  # type: ignore[arg-type]
-                item.get("to"),  # type: ignore[arg-type]
-                item.get("subject"),  # type: ignore[arg-type]
-                text_body=item.get("text"),
-                html_body=item.get("html"),
-                from_address=item.get("from"),
-                max_attempts=item.get("max_attempts"),
-                send_after=_send_after(item.get("send_after")),
-            )
-            new += result.affected
-            kind = "duplicate of" if result.duplicate else "enqueued as"
-            print(f"{visible(str(item.get('notification_id')))}: {kind} id {result.attempt_id}")
-    return EXIT_OK if new or not items else EXIT_NOTHING
-
-
 def cmd_purge_bodies(args: argparse.Namespace) -> int:
     total = 0
-    with _repository(args) as repo:
+    with open_repository(args) as repo:
         after_id = 0
         while True:
             affected, after_id = repo.purge_bodies_after(args.older_than_days, after_id, args.batch)
@@ -399,49 +240,6 @@ def cmd_purge_bodies(args: argparse.Namespace) -> int:
                 break
     print(f"cleared the bodies of {total} terminal emails older than {args.older_than_days} days")
     return EXIT_OK if total else EXIT_NOTHING
-
-
-def _new_account_password(args: argparse.Namespace, account: object) -> str:
-    """The password for `grant --create`: from stdin, an environment variable or a prompt; never argv."""
-    if args.password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
-    elif args.password_env:
-        if args.password_env not in os.environ:
-            raise InvalidInput(f"--password-env {args.password_env}: that variable is not set")
-        password = os.environ[args.password_env]
-    elif sys.stdin.isatty():
-        password = getpass.getpass(f"password for {account}: ")
-    else:
-        raise InvalidInput("--create needs a password: --password-stdin, --password-env VAR, or a terminal")
-    if not password:
-        raise InvalidInput("refusing to create an account with an empty password")
-    return password
-
-
-def cmd_grant(args: argparse.Namespace) -> int:
-    from email_outbox.grants import Account, apply_grants, grant_statements
-
-    account = Account.parse(args.account)
-    if not args.create and (args.password_env or args.password_stdin):
-        raise InvalidInput("--password-env and --password-stdin only go with --create")
-    dsn = dsn_from(args)
-    database = args.database or dsn.database
-    if args.print_only:
-        for statement in grant_statements(args.role, account, database):
-            print(statement + ";")
-        return EXIT_OK
-    password = _new_account_password(args, account) if args.create else None
-    with _repository(args) as repo:
-        cursor = repo.connection.cursor()
-        try:
-            for statement in apply_grants(cursor, args.role, account, database, create_password=password):
-                print(statement)
-        except DRIVER_ERRORS as exc:
-            raise translate_error(exc) from exc
-        finally:
-            cursor.close()
-    print(f"{account} now has the {args.role} role on {database}")
-    return EXIT_OK
 
 
 # --- parser ----------------------------------------------------------------------------------------
@@ -492,42 +290,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--message-id", help="the SES MessageId, when you found it")
     p.set_defaults(func=cmd_resolve)
 
-    p = sub.add_parser("enqueue", help="an ad-hoc email (flags, or --json FILE with one object or a list)")
-    add_dsn(p)
-    p.add_argument("--notification-id")
-    p.add_argument("--to")
-    p.add_argument("--from", dest="from_address", help="default: the worker's sender")
-    p.add_argument("--subject")
-    p.add_argument("--text", help="text body")
-    p.add_argument("--text-file", help="text body from a file")
-    p.add_argument("--html", help="HTML body")
-    p.add_argument("--html-file", help="HTML body from a file")
-    p.add_argument("--max-attempts", type=int)
-    p.add_argument("--send-after", help="ISO time; default now")
-    p.add_argument(
-        "--json",
-        dest="json_file",
-        help="a JSON file ('-' for stdin): keys " + ", ".join(sorted(_ENQUEUE_KEYS)),
-    )
-    p.set_defaults(func=cmd_enqueue)
-
     p = sub.add_parser("purge-bodies", help="clear bodies of old terminal emails (rows and ids stay)")
     add_dsn(p)
     p.add_argument("--older-than-days", type=int, required=True)
     p.add_argument("--batch", type=int, default=1000, help="rows per procedure call (1 to 10000)")
     p.set_defaults(func=cmd_purge_bodies)
-
-    p = sub.add_parser("grant", help="give an account the enqueuer, worker or operator role")
-    add_dsn(p)
-    p.add_argument("role", choices=["enqueuer", "worker", "operator"])
-    p.add_argument("account", help="user or user@host (host defaults to %%)")
-    p.add_argument("--database", help="the outbox database (default: the DSN's)")
-    p.add_argument("--create", action="store_true", help="create the account if it does not exist")
-    p.add_argument("--password-env", help="with --create: read the password from this variable")
-    p.add_argument(
-        "--password-stdin",
-        action="store_true",
-        help="with --create: read the password from stdin's first line",
-    )
-    p.add_argument("--print", dest="print_only", action="store_true", help="print the GRANTs, run nothing")
-    p.set_defaults(func=cmd_grant)

@@ -7,18 +7,15 @@ which database account, when and why, in email_allowed_senders_log.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 
-from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
-from email_outbox.display import visible
+from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
+from email_outbox.display import print_json, visible
 from email_outbox.repository import OutboxRepository
 
 
 def cmd_senders(args: argparse.Namespace) -> int:
-    repo = OutboxRepository.open(dsn_from(args))
-    try:
-        repo.read_consistently()
+    with open_repository(args) as repo:
         if args.action == "list":
             return _list(repo, as_json=args.json)
         if args.action == "add":
@@ -28,8 +25,6 @@ def cmd_senders(args: argparse.Namespace) -> int:
         removed = repo.sender_remove(args.sender, args.account, args.by, args.reason)
         print(f"{'removed' if removed else 'not on the list'}: {_who(args.sender, args.account)}")
         return EXIT_OK if removed else EXIT_NOTHING
-    finally:
-        repo.close()
 
 
 def _who(sender: str, account: str) -> str:
@@ -39,8 +34,7 @@ def _who(sender: str, account: str) -> str:
 def _list(repo: OutboxRepository, *, as_json: bool) -> int:
     senders = repo.allowed_senders()
     if as_json:
-        rows = [{**asdict(s), "added_at": s.added_at.isoformat() + "Z"} for s in senders]
-        print(json.dumps(rows, indent=2, ensure_ascii=True))
+        print_json([asdict(s) for s in senders])
     for s in [] if as_json else senders:
         print(
             visible(
