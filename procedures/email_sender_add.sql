@@ -25,8 +25,7 @@ BEGIN
   VALUES (p_sender, v_account, v_now, p_added_by, SESSION_USER(), p_reason);
   SET v_affected = ROW_COUNT();
   IF v_affected > 0 THEN
-    INSERT INTO email_allowed_senders_log (occurred_at, action, sender, account, actor, db_account, reason)
-    VALUES (v_now, 'add', p_sender, v_account, p_added_by, SESSION_USER(), p_reason);
+    CALL email_internal_log_sender_change(v_now, 'add', p_sender, v_account, p_added_by, p_reason);
   END IF;
   COMMIT;
   SELECT v_affected AS affected;

@@ -24,8 +24,7 @@ BEGIN
    WHERE sender = p_sender COLLATE utf8mb4_unicode_ci AND account = v_account COLLATE utf8mb4_bin;
   SET v_affected = ROW_COUNT();
   IF v_affected > 0 THEN
-    INSERT INTO email_allowed_senders_log (occurred_at, action, sender, account, actor, db_account, reason)
-    VALUES (v_now, 'remove', p_sender, v_account, p_removed_by, SESSION_USER(), p_reason);
+    CALL email_internal_log_sender_change(v_now, 'remove', p_sender, v_account, p_removed_by, p_reason);
   END IF;
   COMMIT;
   SELECT v_affected AS affected;

@@ -107,6 +107,7 @@ def test_operator_reads_on_another_node_see_a_row_just_written(cluster: GaleraCl
     writer, reader = OutboxRepository.open(writer_dsn), OutboxRepository.open(reader_dsn)
     try:
         reader.read_consistently()
+        assert reader._select("SELECT @@SESSION.wsrep_sync_wait AS w")[0]["w"] == 1, "causal reads are on"
         for i in range(100):
             attempt_id = writer.enqueue(f"causal-{i}", "a@example.com", "s", text_body="t").attempt_id
             assert reader.get_row(attempt_id).notification_id == f"causal-{i}"
