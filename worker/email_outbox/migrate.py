@@ -15,7 +15,7 @@ from yoyo.migrations import MigrationList
 from email_outbox.db import first_ready
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
-from email_outbox.migration_lock import MigrationLock
+from email_outbox.migration_lock import MigrationLock, read_your_writes
 from email_outbox.paths import migrations_dir
 from email_outbox.routines import DriftReport, check_drift
 
@@ -57,6 +57,7 @@ def migrate(
     progress("acquired migration lock")
     report = MigrateReport()
     try:
+        _see_the_cluster_as_of_now(backend)
         _repair_interrupted_bootstrap(backend)
         migrations = yoyo.read_migrations(str(migrations_dir()))
         pending = backend.to_apply(migrations)
@@ -75,6 +76,17 @@ def migrate(
         lock.release()
         backend.connection.close()
     return report
+
+
+def _see_the_cluster_as_of_now(backend: Any) -> None:
+    """Read yoyo's records as the cluster holds them now, not as this connection first saw them.
+
+    The connection was opened before the lock was taken, while another node may have been migrating:
+    end any snapshot it holds, and on a Galera node make its reads wait until every write the cluster
+    has committed is applied here (a migrator that read a lagging node re-applied 0001, once in CI).
+    """
+    backend.connection.commit()
+    read_your_writes(backend.connection.cursor())
 
 
 def _server_error(exc: pymysql.err.Error) -> str:
@@ -161,6 +173,7 @@ def _drift(dsn: DatabaseDsn) -> DriftReport:
     conn = pymysql.connect(**_pymysql_args(dsn))
     try:
         with conn.cursor() as cursor:
+            read_your_writes(cursor)
             return check_drift(cursor)
     finally:
         conn.close()

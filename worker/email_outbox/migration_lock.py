@@ -55,7 +55,7 @@ class MigrationLock:
         self._conn.autocommit(True)
         cursor = self._conn.cursor()
         cursor.execute(TABLE_DDL)
-        _read_your_writes(cursor)
+        read_your_writes(cursor)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -134,7 +134,7 @@ def _connection_alive(cursor: Any, connection_id: int) -> bool:
     return bool(cursor.fetchone()[0])
 
 
-def _read_your_writes(cursor: Any) -> None:
+def read_your_writes(cursor: Any) -> None:
     """On a Galera node, make each read wait for what the cluster has committed (causal reads)."""
     cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
     row = cursor.fetchone()
