@@ -345,7 +345,7 @@ def test_json_logs_carry_id_and_notification_id(
     import json
 
     enqueue(repo, 3, prefix="json")
-    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", log_format="json", **FAST)
+    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", log_format="json", log_level="debug", **FAST)
     try:
         wait_until(lambda: drained(repo), 60, "the outbox to drain")
     finally:
@@ -354,7 +354,7 @@ def test_json_logs_carry_id_and_notification_id(
     sent = [line for line in lines if line["msg"] == "sent"]
     assert len(sent) == 3
     assert {line["notification_id"] for line in sent} == {"json-0", "json-1", "json-2"}
-    assert all(line["message_id"].startswith("local-") and line["level"] == "INFO" for line in sent)
+    assert all(line["message_id"].startswith("local-") and line["level"] == "DEBUG" for line in sent)
 
 
 def test_large_bodies_are_loaded_per_send_within_the_byte_budget(

@@ -7,6 +7,7 @@ stderr; --debug shows the traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -44,7 +45,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.disable_provider:
         flags["provider_enabled"] = False
     config = load_config(flags)
-    configure_logging(config.log_format)
+    configure_logging(config.log_format, logging.getLevelNamesMapping()[config.log_level.upper()])
     return_large_blocks_to_the_system()
     worker = Worker(config, SesSender(config))
     worker.install_signal_handlers()

@@ -12,6 +12,7 @@ from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import ConfigError
 
 ENV_PREFIX = "EMAIL_OUTBOX_"
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _meta(env: str, parse: Any, help: str) -> dict[str, Any]:
@@ -78,6 +79,16 @@ class WorkerConfig:
         ),
     )
     log_format: str = field(default="text", metadata=_meta("LOG_FORMAT", str, "text or json"))
+    log_level: str = field(
+        default="info",
+        metadata=_meta("LOG_LEVEL", str, "debug (a line per claim and per finalize), info, warning or error"),
+    )
+    progress_interval: float = field(
+        default=10.0,
+        metadata=_meta(
+            "PROGRESS_INTERVAL", float, "seconds between the INFO lines counting what was finalized"
+        ),
+    )
     metrics_port: int | None = field(
         default=None,
         metadata=_meta("METRICS_PORT", int, "serve /metrics and /healthz on this port (default off)"),
@@ -221,6 +232,13 @@ def validate(c: WorkerConfig) -> None:
     _check(
         c.log_format in ("text", "json"),
         f"{env_name('log_format')} must be text or json (got {c.log_format})",
+    )
+    _check(
+        c.log_level in LOG_LEVELS,
+        f"{env_name('log_level')} must be one of {', '.join(LOG_LEVELS)} (got {c.log_level})",
+    )
+    _check(
+        0 < c.progress_interval <= 86400, f"{env_name('progress_interval')} must be above 0 and at most 86400"
     )
     _check(
         c.metrics_port is None or 0 <= c.metrics_port <= 65535,

@@ -1,0 +1,332 @@
+"""The worker's parts, each on its own, with a fake repository and a fake sender: no database, no
+network. The real-database tests (test_worker_delivery, test_soak, test_failover) prove the guarantees;
+these pin down each part's rules."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from email_outbox.budget import ByteBudget
+from email_outbox.classify import Decision, Outcome
+from email_outbox.config import load_config
+from email_outbox.dsn import DatabaseDsn
+from email_outbox.errors import DatabaseUnavailable, InvalidInput, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.models import ClaimedEmail, FailureResult, Status
+from email_outbox.stats import WorkerStats
+from email_outbox.worker.actions import RULES, DelayPolicy, Effect, Step, action_for
+from email_outbox.worker.claim import Claim
+from email_outbox.worker.database import DatabaseCalls, RetryPolicy
+from email_outbox.worker.delivery import Delivery
+from email_outbox.worker.finalizer import Finalizer
+from email_outbox.worker.loop import ClaimLoop
+from email_outbox.worker.pacing import Pacer
+from email_outbox.worker.slots import Slots
+
+DSN = DatabaseDsn("u", "p", "127.0.0.1", 3306, "outbox")
+NO_PAUSE = RetryPolicy(transient_attempts=3, first_pause=0.0, max_pause=0.0)
+POLICY = DelayPolicy(
+    retry_base_seconds=5, retry_max_seconds=900, throttle_delay_seconds=5, account_pause_seconds=60
+)
+
+
+def email(row: int = 1, *, attempt_count: int = 0, loaded: bool = True) -> ClaimedEmail:
+    return ClaimedEmail(
+        id=row, notification_id=f"n-{row}", to_address="a@example.com", from_address=None, subject="s",
+        text_body="t" if loaded else None, html_body=None, attempt_count=attempt_count, max_attempts=5,
+        body_bytes=1, bodies_loaded=loaded,
+    )  # fmt: skip
+
+
+@dataclass
+class FakeRepository:
+    """Answers like the procedures do; `errors` are raised, one per call, before answering."""
+
+    errors: list[Exception] = field(default_factory=list)
+    calls: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    affected: int = 1
+    backlog: list[ClaimedEmail] = field(default_factory=list)
+
+    def _answer(self, name: str, *args: Any) -> None:
+        self.calls.append((name, args))
+        if self.errors:
+            raise self.errors.pop(0)
+
+    def finalize_sent(self, row: int, token: str, message_id: str) -> int:
+        self._answer("finalize_sent", row, token, message_id)
+        return self.affected
+
+    def finalize_unknown(self, row: int, token: str, message: str | None) -> int:
+        self._answer("finalize_unknown", row, token, message)
+        return self.affected
+
+    def release_claim(self, row: int, token: str, delay: int) -> int:
+        self._answer("release_claim", row, token, delay)
+        return self.affected
+
+    def finalize_failure(self, row: int, token: str, **kw: Any) -> FailureResult:
+        self._answer("finalize_failure", row, token, kw["permanent"], kw["retry_delay_seconds"])
+        return FailureResult(self.affected, Status.RETRYING)
+
+    def claimed_bodies(self, row: int, token: str) -> tuple[str, str | None]:
+        self._answer("claimed_bodies", row, token)
+        return ("loaded text", None)
+
+    def claim_batch_v2(
+        self, token: str, worker: str, lease: int, limit: int, inline: int
+    ) -> list[ClaimedEmail]:
+        self._answer("claim", limit)
+        taken, self.backlog = self.backlog[:limit], self.backlog[limit:]
+        return taken
+
+    def close(self) -> None:
+        pass
+
+
+def calls_on(repo: FakeRepository, **kw: Any) -> DatabaseCalls:
+    return DatabaseCalls(lambda: repo, DSN, WorkerStats(), random.Random(1), policy=NO_PAUSE, **kw)  # type: ignore[arg-type, return-value]
+
+
+def claim(row: int = 1, *, deadline: float | None = None, **kw: Any) -> Claim:
+    return Claim(email(row, **kw), "tok", time.monotonic() + 60 if deadline is None else deadline)
+
+
+# --- the action table -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("outcome", "step", "effect"),
+    [
+        (Outcome.ACCEPTED, Step.SENT, Effect.SPEED_UP),
+        (Outcome.PERMANENT, Step.FAILED, Effect.NONE),
+        (Outcome.TRANSIENT, Step.RETRY, Effect.NONE),
+        (Outcome.AMBIGUOUS, Step.UNKNOWN, Effect.NONE),
+        (Outcome.THROTTLED, Step.RELEASE, Effect.SLOW_DOWN),
+        (Outcome.ACCOUNT_PROBLEM, Step.RELEASE, Effect.PAUSE_REPLICA),
+        (Outcome.DISABLED, Step.RELEASE, Effect.HOLD_CLAIMS),
+    ],
+)
+def test_every_outcome_has_one_step_and_effect(outcome: Outcome, step: Step, effect: Effect) -> None:
+    action = action_for(Decision(outcome, message_id="m-1", error_code="E"), 1, POLICY, random.Random(0))
+    assert (action.step, action.effect) == (step, effect)
+
+
+def test_the_table_covers_every_outcome_and_an_ambiguous_one_is_never_retried() -> None:
+    assert set(RULES) == set(Outcome)
+    assert RULES[Outcome.AMBIGUOUS].step is Step.UNKNOWN
+
+
+def test_delays_come_from_the_policy() -> None:
+    rng = random.Random(7)
+    retry = [action_for(Decision(Outcome.TRANSIENT), 3, POLICY, rng).delay_seconds for _ in range(200)]
+    assert min(retry) >= 0 and max(retry) <= 5 * 2**2 and len(set(retry)) > 5, "full jitter under the ceiling"
+    throttled = [action_for(Decision(Outcome.THROTTLED), 1, POLICY, rng).delay_seconds for _ in range(200)]
+    assert min(throttled) >= 5 and max(throttled) <= 10
+    assert action_for(Decision(Outcome.ACCOUNT_PROBLEM), 1, POLICY, rng).delay_seconds == 60
+    assert action_for(Decision(Outcome.PERMANENT), 1, POLICY, rng).delay_seconds == 0
+
+
+def test_an_accepted_send_without_a_message_id_is_refused() -> None:
+    with pytest.raises(ValueError, match="message id"):
+        action_for(Decision(Outcome.ACCEPTED), 1, POLICY, random.Random(0))
+
+
+# --- the retry policy -------------------------------------------------------------------------------
+def test_transient_errors_are_retried_a_bounded_number_of_times() -> None:
+    repo = FakeRepository(errors=[TransientDatabaseError("deadlock", 1213)] * 3)
+    assert calls_on(repo).call("x", lambda r: r.finalize_sent(1, "t", "m")) == 1
+    assert len(repo.calls) == 4
+    repo = FakeRepository(errors=[TransientDatabaseError("deadlock", 1213)] * 4)
+    with pytest.raises(TransientDatabaseError):
+        calls_on(repo).call("x", lambda r: r.finalize_sent(1, "t", "m"))
+
+
+def test_a_lost_connection_is_retried_until_the_deadline_and_reported() -> None:
+    repo = FakeRepository(errors=[DatabaseUnavailable("gone")] * 2)
+    losses: list[str] = []
+    result = calls_on(repo).call(
+        "x", lambda r: r.finalize_sent(1, "t", "m"), deadline=time.monotonic() + 5, losses=losses
+    )
+    assert result == 1 and losses == ["gone", "gone"]
+
+
+@pytest.mark.parametrize("error", [DatabaseUnavailable("gone"), SchemaNotInstalled("1305 during a redeploy")])
+def test_without_a_deadline_the_call_raises_at_once(error: Exception) -> None:
+    repo = FakeRepository(errors=[error])
+    with pytest.raises(type(error)):
+        calls_on(repo).call("x", lambda r: r.finalize_sent(1, "t", "m"))
+    assert len(repo.calls) == 1
+
+
+def test_a_procedure_missing_during_a_redeploy_is_retried_within_the_lease() -> None:
+    repo = FakeRepository(errors=[SchemaNotInstalled("1305")] * 2)
+    assert (
+        calls_on(repo).call("x", lambda r: r.finalize_sent(1, "t", "m"), deadline=time.monotonic() + 5) == 1
+    )
+
+
+def test_a_refusal_is_never_retried() -> None:
+    repo = FakeRepository(errors=[InvalidInput("45000")])
+    with pytest.raises(InvalidInput):
+        calls_on(repo).call("x", lambda r: r.finalize_sent(1, "t", "m"), deadline=time.monotonic() + 5)
+    assert len(repo.calls) == 1
+
+
+# --- the finalizer ----------------------------------------------------------------------------------
+def finalize(
+    repo: FakeRepository, outcome: Outcome, *, deadline: float | None = None
+) -> tuple[bool, WorkerStats]:
+    database = calls_on(repo)
+    stats = WorkerStats()
+    action = action_for(
+        Decision(outcome, message_id="m-1", error_code="E", error_message="e"), 1, POLICY, random.Random(0)
+    )
+    return Finalizer(database, stats).apply(claim(deadline=deadline), action), stats
+
+
+@pytest.mark.parametrize(
+    ("outcome", "procedure"),
+    [
+        (Outcome.ACCEPTED, "finalize_sent"),
+        (Outcome.PERMANENT, "finalize_failure"),
+        (Outcome.TRANSIENT, "finalize_failure"),
+        (Outcome.AMBIGUOUS, "finalize_unknown"),
+        (Outcome.THROTTLED, "release_claim"),
+    ],
+)
+def test_each_step_calls_its_one_procedure_with_the_claim_token(outcome: Outcome, procedure: str) -> None:
+    repo = FakeRepository()
+    landed, stats = finalize(repo, outcome)
+    assert landed and [name for name, _ in repo.calls] == [procedure]
+    assert repo.calls[0][1][:2] == (1, "tok")
+    assert sum(stats.finalize.values()) == 1
+
+
+def test_a_refused_finalize_is_a_stale_claimant_and_not_retried() -> None:
+    repo = FakeRepository(affected=0)
+    landed, stats = finalize(repo, Outcome.ACCEPTED)
+    assert not landed and stats.finalize == {"stale_claimant": 1} and len(repo.calls) == 1
+
+
+def test_a_refusal_after_a_reconnect_may_be_our_own_earlier_try() -> None:
+    repo = FakeRepository(affected=0, errors=[DatabaseUnavailable("dropped mid-commit")])
+    landed, stats = finalize(repo, Outcome.ACCEPTED)
+    assert not landed and stats.finalize == {"sent_refused_after_reconnect": 1}
+
+
+def test_a_finalize_that_cannot_land_before_the_lease_ends_gives_up_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    repo = FakeRepository(errors=[DatabaseUnavailable("gone")] * 100)
+    landed, stats = finalize(repo, Outcome.ACCEPTED, deadline=time.monotonic() - 1)
+    assert not landed and stats.finalize == {"sent_never_landed": 1}
+    assert "goes UnknownOutcome when its lease ends" in caplog.text
+
+
+# --- delivery ---------------------------------------------------------------------------------------
+@dataclass
+class FakeSender:
+    decision: Decision = field(default_factory=lambda: Decision(Outcome.ACCEPTED, message_id="m-1"))
+    sent: list[ClaimedEmail] = field(default_factory=list)
+
+    def send(self, email: ClaimedEmail) -> Decision:
+        self.sent.append(email)
+        return self.decision
+
+
+def delivery(
+    repo: FakeRepository, sender: FakeSender, stopping: threading.Event | None = None
+) -> tuple[Delivery, Pacer]:
+    config = load_config({"dsn": "mysql://u@h/db"}, {})
+    stats = WorkerStats()
+    database = calls_on(repo)
+    pacer = Pacer(config, stats)
+    parts = Delivery(
+        sender, database, Finalizer(database, stats), pacer, ByteBudget(1 << 20), POLICY, stats,
+        stopping or threading.Event(), random.Random(0),
+    )  # fmt: skip
+    return parts, pacer
+
+
+def test_a_claim_is_sent_once_and_finalized() -> None:
+    repo, sender = FakeRepository(), FakeSender()
+    parts, _ = delivery(repo, sender)
+    parts.deliver(claim())
+    assert len(sender.sent) == 1 and [c[0] for c in repo.calls] == ["finalize_sent"]
+
+
+def test_large_bodies_are_loaded_under_the_claim_token_before_the_send() -> None:
+    repo, sender = FakeRepository(), FakeSender()
+    parts, _ = delivery(repo, sender)
+    parts.deliver(claim(loaded=False))
+    assert [c[0] for c in repo.calls] == ["claimed_bodies", "finalize_sent"]
+    assert sender.sent[0].text_body == "loaded text"
+
+
+def test_nothing_is_sent_while_stopping_or_paused() -> None:
+    stopping = threading.Event()
+    stopping.set()
+    repo, sender = FakeRepository(), FakeSender()
+    parts, _ = delivery(repo, sender, stopping)
+    parts.deliver(claim())
+    repo2, sender2 = (
+        FakeRepository(),
+        FakeSender(Decision(Outcome.ACCOUNT_PROBLEM, error_code="SendingPausedException")),
+    )
+    parts2, pacer = delivery(repo2, sender2)
+    parts2.deliver(claim(1))
+    parts2.deliver(claim(2))
+    assert sender.sent == [] and [c[0] for c in repo.calls] == ["release_claim"]
+    assert [e.id for e in sender2.sent] == [1], "the second claim was released, not sent, while paused"
+    assert [c[0] for c in repo2.calls] == ["release_claim", "release_claim"] and pacer.pause_remaining() > 50
+
+
+# --- the claim loop ---------------------------------------------------------------------------------
+class InlineExecutor(Executor):
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_database_is_down() -> None:
+    config = load_config(
+        {"dsn": "mysql://u@h/db", "concurrency": "4", "batch_size": "8", "poll_interval": "0.05"}, {}
+    )
+    repo = FakeRepository(backlog=[email(i) for i in range(10)])
+    repo.errors = [DatabaseUnavailable("gone")]
+    stats, stopping = WorkerStats(), threading.Event()
+    slots = Slots(config.concurrency, stats)
+    loop = ClaimLoop(config, calls_on(repo), slots, Pacer(config, stats), stats, stopping)
+    delivered: list[Claim] = []
+
+    def deliver(c: Claim) -> None:
+        delivered.append(c)
+        slots.free_one()
+        if len(delivered) == 10:
+            stopping.set()
+
+    loop.run(InlineExecutor(), deliver, lambda: None)
+    limits = [args[0] for name, args in repo.calls if name == "claim"]
+    assert [c.id for c in delivered] == list(range(10))
+    assert limits[0] == 4 and max(limits) <= 4, "never more rows than free slots"
+    assert len(limits) >= 4, "the failed claim was tried again, and the process stayed up"
+
+
+def test_the_progress_line_is_info_and_per_email_lines_are_debug(caplog: pytest.LogCaptureFixture) -> None:
+    from email_outbox.worker.progress import ProgressLine
+
+    caplog.set_level(logging.INFO, logger="email_outbox.worker")
+    repo, sender = FakeRepository(), FakeSender()
+    parts, _ = delivery(repo, sender)
+    stats = parts._stats
+    for row in range(3):
+        parts.deliver(claim(row))
+    ProgressLine(stats, 10).write()
+    assert [r.getMessage() for r in caplog.records] == ["progress"]
+    assert caplog.records[0].sent == 3  # type: ignore[attr-defined]

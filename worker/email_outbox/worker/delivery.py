@@ -1,0 +1,90 @@
+"""One claimed row, on a send slot: load its bodies if they did not come with the claim, send it,
+look its outcome up in the action table, and hand the step to the finalizer."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import Protocol
+
+from email_outbox.budget import ByteBudget
+from email_outbox.classify import Decision
+from email_outbox.models import ClaimedEmail
+from email_outbox.stats import WorkerStats
+from email_outbox.worker.actions import DelayPolicy, action_for, release_unsent
+from email_outbox.worker.claim import Claim
+from email_outbox.worker.database import DatabaseCalls
+from email_outbox.worker.finalizer import Finalizer
+from email_outbox.worker.pacing import Pacer
+
+log = logging.getLogger("email_outbox.worker")
+
+
+class Sender(Protocol):
+    """What the worker needs of a provider client (email_outbox.ses.SesSender in production)."""
+
+    def send(self, email: ClaimedEmail) -> Decision: ...
+
+
+class Delivery:
+    def __init__(
+        self,
+        sender: Sender,
+        database: DatabaseCalls,
+        finalizer: Finalizer,
+        pacer: Pacer,
+        body_budget: ByteBudget,
+        delays: DelayPolicy,
+        stats: WorkerStats,
+        stopping: threading.Event,
+        rng: random.Random,
+    ) -> None:
+        self._sender = sender
+        self._database = database
+        self._finalizer = finalizer
+        self._pacer = pacer
+        self._body_budget = body_budget
+        self._delays = delays
+        self._stats = stats
+        self._stopping = stopping
+        self._rng = rng
+
+    def deliver(self, claim: Claim) -> None:
+        if self._stopping.is_set():
+            self._finalizer.apply(claim, release_unsent("shutting down before the send"))
+            return
+        paused = self._pacer.pause_remaining()
+        if paused > 0:
+            self._finalizer.apply(claim, release_unsent("replica paused", int(paused) + 1))
+            return
+        if claim.email.bodies_loaded:
+            self._send(claim)
+            return
+        with self._body_budget.hold(claim.email.body_bytes, self._stopping) as held:
+            if not held:
+                self._finalizer.apply(claim, release_unsent("shutting down before the send"))
+                return
+            bodies = self._database.call(
+                "email_claimed_bodies",
+                lambda r: r.claimed_bodies(claim.id, claim.token),
+                deadline=claim.deadline,
+            )
+            if bodies is None:
+                log.warning("claim lost before the send: not sent", extra=claim.context())
+                return
+            self._send(claim.with_bodies(*bodies))
+
+    def _send(self, claim: Claim) -> None:
+        started = time.monotonic()
+        decision = self._sender.send(claim.email)
+        self._stats.record_send(decision.outcome.value, time.monotonic() - started)
+        action = action_for(decision, claim.attempt, self._delays, self._rng)
+        if log.isEnabledFor(action.level):
+            extra = {**claim.context(), "error_code": action.error_code, "error": action.error_message}
+            if action.delay_seconds:
+                extra["retry_in_s"] = action.delay_seconds
+            log.log(action.level, action.message, extra=extra)
+        self._pacer.apply(action.effect)
+        self._finalizer.apply(claim, action)

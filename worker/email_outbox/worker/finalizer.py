@@ -1,0 +1,97 @@
+"""The only code that calls the finalize and release procedures.
+
+Each call is fenced by the claim token in SQL: it changes the row only while this replica still holds
+the claim, and returns the affected-row count. The finalizer retries under the one policy of
+`DatabaseCalls`, until the end of the lease, and says what happened when it gives up: the row stays
+Processing and the lease sweep moves it to UnknownOutcome (it may have been sent), or, for a release,
+back to where it was claimed from at the next claim (it was not sent).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from email_outbox import failpoints
+from email_outbox.errors import OutboxError
+from email_outbox.repository import OutboxRepository
+from email_outbox.stats import WorkerStats
+from email_outbox.worker.actions import Action, Step
+from email_outbox.worker.claim import Claim
+from email_outbox.worker.database import DatabaseCalls
+
+log = logging.getLogger("email_outbox.worker")
+
+
+class Finalizer:
+    def __init__(self, database: DatabaseCalls, stats: WorkerStats) -> None:
+        self._database = database
+        self._stats = stats
+
+    def apply(self, claim: Claim, action: Action) -> bool:
+        """Tell the database what became of the claimed row; True if the change landed."""
+        ctx = {**claim.context(), "claim_token": claim.token, "step": action.step.value}
+        if action.step is Step.SENT:
+            ctx["message_id"] = action.message_id
+        elif action.step is Step.RELEASE:
+            ctx.update(reason=action.reason, delay_s=action.delay_seconds)
+        losses: list[str] = []
+        if action.step is not Step.RELEASE:
+            failpoints.hit("before_finalize")
+            failpoints.hit_soon("during_finalize")
+        try:
+            affected = self._database.call(
+                f"finalize_{action.step.value}",
+                _procedure(claim, action),
+                deadline=claim.deadline,
+                losses=losses,
+            )
+        except OutboxError as exc:
+            self._stats.add("finalize", f"{action.step.value}_never_landed")
+            fate = "it was not sent" if action.step is Step.RELEASE else "it may have been sent"
+            log.error(
+                f"finalize never landed; the row goes UnknownOutcome when its lease ends ({fate})",
+                extra={**ctx, "error": str(exc)},
+            )
+            return False
+        if affected == 1:
+            self._stats.add("finalize", action.step.value)
+            log.debug(action.step.value, extra=ctx)
+            return True
+        if losses:
+            # The connection dropped during an earlier try, which may have committed: a refusal now
+            # can be our own finalize already in place.
+            self._stats.add("finalize", f"{action.step.value}_refused_after_reconnect")
+            log.warning("finalize refused after a reconnect; the earlier try may have landed", extra=ctx)
+        else:
+            self._stats.add("finalize", "stale_claimant")
+            log.error(
+                "finalize refused: this worker no longer holds the claim (lease swept or taken over);"
+                " not retried",
+                extra=ctx,
+            )
+        return False
+
+
+def _procedure(claim: Claim, action: Action) -> Callable[[OutboxRepository], int]:
+    """The one procedure call that carries `action` for `claim`, returning its affected-row count."""
+    row, token = claim.id, claim.token
+    if action.step is Step.SENT:
+        assert action.message_id is not None
+        message_id = action.message_id
+        return lambda r: r.finalize_sent(row, token, message_id)
+    if action.step is Step.UNKNOWN:
+        return lambda r: r.finalize_unknown(row, token, action.error_message)
+    if action.step is Step.RELEASE:
+        return lambda r: r.release_claim(row, token, action.delay_seconds)
+    permanent = action.step is Step.FAILED
+    return lambda r: (
+        r.finalize_failure(
+            row,
+            token,
+            permanent=permanent,
+            error_code=action.error_code,
+            error_message=action.error_message,
+            retry_delay_seconds=action.delay_seconds,
+        ).affected
+    )

@@ -1,0 +1,104 @@
+"""The claim loop: claim as many rows as there are free send slots and rate tokens, hand each to a
+send slot, and back off when there is nothing to claim or the database does not answer."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from email_outbox import failpoints
+from email_outbox.config import WorkerConfig
+from email_outbox.errors import DatabaseUnavailable, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.stats import WorkerStats
+from email_outbox.worker.claim import Claim
+from email_outbox.worker.database import DatabaseCalls
+from email_outbox.worker.pacing import Pacer
+from email_outbox.worker.slots import Slots
+
+log = logging.getLogger("email_outbox.worker")
+
+MIN_IDLE_SECONDS = 0.02
+# A claim that meets these backs off and tries again later: the process stays up.
+CLAIM_BACKS_OFF_ON = (DatabaseUnavailable, TransientDatabaseError, SchemaNotInstalled)
+
+
+class ClaimLoop:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        database: DatabaseCalls,
+        slots: Slots,
+        pacer: Pacer,
+        stats: WorkerStats,
+        stopping: threading.Event,
+    ) -> None:
+        self._config = config
+        self._database = database
+        self._slots = slots
+        self._pacer = pacer
+        self._stats = stats
+        self._stopping = stopping
+
+    def run(self, executor: Executor, deliver: Callable[[Claim], None], tick: Callable[[], None]) -> None:
+        """Until stopped; `tick` runs once per turn (the progress line)."""
+        config, stopping = self._config, self._stopping
+        idle = MIN_IDLE_SECONDS
+        while not stopping.is_set():
+            self._stats.last_loop = time.monotonic()
+            tick()
+            paused = self._pacer.pause_remaining()
+            if paused > 0:
+                stopping.wait(min(paused, config.poll_interval))
+                continue
+            free = self._slots.wait_for_free(config.poll_interval, stopping)
+            if free == 0:
+                continue
+            limit = self._pacer.tokens(min(free, config.batch_size), stopping)
+            if limit == 0:
+                continue
+            claims = self.claim(limit)
+            self._pacer.give_back(limit - len(claims or []))
+            if claims is None:  # the database is down: stop claiming, keep the process
+                stopping.wait(min(idle * 4, config.poll_interval))
+                idle = min(max(idle * 2, 0.25), config.poll_interval)
+                continue
+            for claim in claims:
+                executor.submit(deliver, claim)
+            if claims:
+                idle = MIN_IDLE_SECONDS
+                if len(claims) == limit:
+                    continue
+            stopping.wait(idle)
+            idle = min(idle * 2, config.poll_interval)
+
+    def claim(self, limit: int) -> list[Claim] | None:
+        """Up to `limit` rows, each already holding a slot; None if the database could not be asked."""
+        config = self._config
+        token = uuid.uuid4().hex
+        # The lease started no earlier than this call: a conservative deadline on our own clock.
+        deadline = time.monotonic() + config.lease_seconds
+        try:
+            emails = self._database.call(
+                "email_claim_batch",
+                lambda r: r.claim_batch_v2(
+                    token, config.worker_id, config.lease_seconds, limit, config.inline_body_bytes
+                ),
+            )
+        except CLAIM_BACKS_OFF_ON as exc:
+            log.error("claim failed; not claiming until the database answers", extra={"error": str(exc)})
+            return None
+        self._slots.take(len(emails))
+        self._stats.record_claim(len(emails))
+        if emails:
+            failpoints.hit("after_claim")
+        claims = [Claim(email, token, deadline) for email in emails]
+        if log.isEnabledFor(logging.DEBUG):
+            for claim in claims:
+                log.debug(
+                    "claimed", extra={**claim.context(), "attempt": claim.attempt, "claim_token": token}
+                )
+        return claims
