@@ -12,8 +12,6 @@ the worker's peak RSS (VmHWM) for each.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +21,7 @@ import mysql.connector
 from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.devtools.ses_endpoint import SesEndpoint
+from email_outbox.devtools.worker_process import spawn_worker
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.repository import OutboxRepository
 
@@ -54,26 +53,15 @@ def run(
     for i in range(emails):
         repo.enqueue(f"{name}-{i}", f"big{i}@example.com", "large", text_body=chr(ord("a") + i % 26) * size)
     with SesEndpoint() as endpoint:
-        env = {
-            **os.environ,
-            "EMAIL_OUTBOX_DSN": dsn.url(),
-            "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com",
-            "AWS_ENDPOINT_URL_SESV2": endpoint.url,
-            "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
-            "EMAIL_OUTBOX_POLL_INTERVAL": "0.2",
-        }
-        args = [sys.executable, "-m", "email_outbox.cli", "worker", "--worker-id", name, "--concurrency", "8",
-                "--batch-size", str(batch), "--inline-body-bytes", str(inline), "--body-memory-bytes", str(budget)]  # fmt: skip
-        with open(out / f"{name}.log", "wb") as log:
-            proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
-            deadline = time.monotonic() + 300
-            while len(endpoint.accepted()) < emails and time.monotonic() < deadline and proc.poll() is None:
-                time.sleep(0.1)
-            peak = peak_rss_mb(proc.pid)
-            proc.terminate()
-            proc.wait(timeout=60)
+        worker = spawn_worker(
+            dsn, endpoint.url, out, name, env={"EMAIL_OUTBOX_POLL_INTERVAL": "0.2"},
+            concurrency=8, batch_size=batch, inline_body_bytes=inline, body_memory_bytes=budget,
+        )  # fmt: skip
+        deadline = time.monotonic() + 300
+        while len(endpoint.accepted()) < emails and time.monotonic() < deadline and worker.running():
+            time.sleep(0.1)
+        peak = peak_rss_mb(worker.pid)
+        worker.terminate()
         assert len(endpoint.accepted()) == emails, f"{name}: only {len(endpoint.accepted())} of {emails} sent"
     repo.close()
     return peak

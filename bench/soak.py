@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import signal
 import subprocess
@@ -39,6 +38,7 @@ import mysql.connector
 from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
+from email_outbox.devtools.worker_process import spawn_worker
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 
@@ -155,36 +155,24 @@ class Soak:
         assert self.dsn is not None
         slot.generation += 1
         slot.name = f"soak-w{slot.index}.{slot.generation}"
-        env = {
-            **os.environ,
-            "EMAIL_OUTBOX_DSN": self.dsn.url(),
-            "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com",
-            "AWS_ENDPOINT_URL_SESV2": self.endpoint.url,
-            "AWS_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "soak",
-            "AWS_SECRET_ACCESS_KEY": "soak",
+        env: dict[str, str | None] = {
             "EMAIL_OUTBOX_FAILPOINTS_SEED": f"{self.config.seed}-{slot.name}",
+            "EMAIL_OUTBOX_FAILPOINTS": f"{failpoint}=0.2" if failpoint else None,
         }
-        env.pop("EMAIL_OUTBOX_FAILPOINTS", None)
-        if failpoint:
-            env["EMAIL_OUTBOX_FAILPOINTS"] = f"{failpoint}=0.2"
         lease = self.config.lease_seconds
-        args = [
-            sys.executable, "-m", "email_outbox.cli", "worker",
-            "--worker-id", slot.name,
-            "--concurrency", str(self.config.concurrency),
-            "--batch-size", str(self.config.concurrency),
-            "--lease-seconds", str(lease),
-            "--ses-connect-timeout", "1",
-            "--ses-read-timeout", str(max(1, lease // 2 - 1)),
-            "--poll-interval", "0.2",
-            "--retry-base-seconds", "0.2",
-            "--retry-max-seconds", "2",
-            "--throttle-delay-seconds", "0",
-            "--shutdown-grace-seconds", str(lease),
-        ]  # fmt: skip
-        log = open(self.base / f"{slot.name}.log", "wb")  # noqa: SIM115 - lives as long as the process
-        slot.proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+        slot.proc = spawn_worker(
+            self.dsn, self.endpoint.url, self.base, slot.name, env=env,
+            concurrency=self.config.concurrency,
+            batch_size=self.config.concurrency,
+            lease_seconds=lease,
+            ses_connect_timeout=1,
+            ses_read_timeout=max(1, lease // 2 - 1),
+            poll_interval=0.2,
+            retry_base_seconds=0.2,
+            retry_max_seconds=2,
+            throttle_delay_seconds=0,
+            shutdown_grace_seconds=lease,
+        ).proc  # fmt: skip
 
     def kill9(self, slot: WorkerSlot, why: str) -> None:
         if slot.proc is not None and slot.proc.poll() is None:

@@ -7,6 +7,7 @@ CREATE PROCEDURE email_claimed_bodies(
 READS SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  CALL email_internal_check_claim('email_claimed_bodies', p_id, p_claim_token);
   SELECT text_body, html_body
     FROM email_delivery_attempts FORCE INDEX (PRIMARY)
    WHERE id = p_id

@@ -9,12 +9,7 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  IF p_id IS NULL OR p_id < 1 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_extend_lease: id must be a positive integer';
-  END IF;
-  IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_extend_lease: claim_token must be 1 to 64 characters';
-  END IF;
+  CALL email_internal_check_claim('email_extend_lease', p_id, p_claim_token);
   IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_extend_lease: lease_seconds must be 1 to 86400';
   END IF;

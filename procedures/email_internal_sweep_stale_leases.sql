@@ -15,7 +15,7 @@ BEGIN
   DECLARE v_claimed_by VARCHAR(191) CHARACTER SET utf8mb4;
   DECLARE v_lease DATETIME(6);
   DECLARE v_done INT DEFAULT 0;
-  DECLARE v_own INT DEFAULT NULL;
+  DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE c_expired CURSOR FOR
     SELECT id, claim_token, claimed_by, lease_expires_at
       FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_lease)
@@ -23,11 +23,6 @@ BEGIN
      ORDER BY lease_expires_at
      LIMIT p_limit;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-  DECLARE EXIT HANDLER FOR SQLEXCEPTION
-  BEGIN
-    CALL email_internal_undo(v_own);
-    RESIGNAL;
-  END;
 
   SET p_affected = 0;
   OPEN c_expired;
@@ -36,30 +31,15 @@ BEGIN
     IF v_done = 1 THEN
       LEAVE sweep_loop;
     END IF;
-    CALL email_internal_begin(v_own);
     -- A swept lease counts as an attempt: the provider call may have happened. The token read above
-    -- guards the write, so the event names the claim that really expired.
-    UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
-       SET status = 'UnknownOutcome',
-           attempt_count = attempt_count + 1,
-           last_attempt_at = claimed_at,
-           last_error_code = 'LeaseExpired',
-           last_error_message = 'lease expired before the worker finalized the send',
-           claim_token = NULL,
-           lease_expires_at = NULL,
-           claimed_from_status = NULL,
-           row_version = row_version + 1,
-           updated_at = v_now
-     WHERE id = v_id
-       AND claim_token = v_token COLLATE utf8mb4_bin
-       AND status = 'Processing'
-       AND lease_expires_at <= v_now;
-    IF ROW_COUNT() = 1 THEN
+    -- fences the write, so the event names the claim that really expired.
+    CALL email_internal_settle(v_id, v_token, 'UnknownOutcome', 0, 'LeaseExpired',
+      'lease expired before the worker finalized the send', NULL, v_now, 'lease-sweep',
+      CONCAT('lease of ', COALESCE(v_claimed_by, '?'), ' expired at ', DATE_FORMAT(v_lease, '%Y-%m-%d %H:%i:%s.%f')),
+      v_to);
+    IF v_to IS NOT NULL THEN
       SET p_affected = p_affected + 1;
-      CALL email_internal_record_event(v_id, v_now, 'Processing', 'UnknownOutcome', v_token, 'lease-sweep',
-        CONCAT('lease of ', COALESCE(v_claimed_by, '?'), ' expired at ', DATE_FORMAT(v_lease, '%Y-%m-%d %H:%i:%s.%f')));
     END IF;
-    CALL email_internal_end(v_own);
   END LOOP;
   CLOSE c_expired;
 END

@@ -18,12 +18,7 @@ BEGIN
     CALL email_internal_undo(v_own);
     RESIGNAL;
   END;
-  IF p_id IS NULL OR p_id < 1 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_try_claim: id must be a positive integer';
-  END IF;
-  IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_try_claim: claim_token must be 1 to 64 characters';
-  END IF;
+  CALL email_internal_check_claim('email_try_claim', p_id, p_claim_token);
   IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_try_claim: claimed_by must be 1 to 191 characters';
   END IF;
@@ -45,8 +40,7 @@ BEGIN
          row_version = row_version + 1,
          updated_at = v_now
    WHERE id = p_id
-     AND status IN ('Pending', 'Retrying')
-     AND next_attempt_at <= v_now
+     AND claim_due_at <= v_now
      AND attempt_count < max_attempts;
   SET v_affected = ROW_COUNT();
   IF v_affected = 1 THEN

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from email_outbox.devtools.ses_endpoint import SesEndpoint
+from email_outbox.devtools.worker_process import WorkerProcess
+from email_outbox.devtools.worker_process import spawn_worker as start_worker
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
@@ -30,47 +28,11 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, interva
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-@dataclass
-class WorkerProcess:
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def terminate(self, timeout: float = 60) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=30)
-
-
 def spawn_worker(
     dsn: DatabaseDsn, endpoint_url: str, log_dir: Path, name: str, **flags: object
 ) -> WorkerProcess:
-    env = {
-        **os.environ,
-        "EMAIL_OUTBOX_DSN": dsn.url(),
-        "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com",
-        "AWS_ENDPOINT_URL_SESV2": endpoint_url,
-        "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "EMAIL_OUTBOX_POLL_INTERVAL": "0.2",
-    }
-    args = [sys.executable, "-m", "email_outbox.cli", "worker", "--worker-id", name]
-    for key, value in flags.items():
-        if value is True:
-            args.append("--" + key.replace("_", "-"))
-        else:
-            args += ["--" + key.replace("_", "-"), str(value)]
-    log_path = log_dir / f"{name}.log"
-    proc = subprocess.Popen(args, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
-    return WorkerProcess(proc, log_path)
+    """A worker process (email_outbox.devtools.worker_process) polling every 0.2 s unless told otherwise."""
+    return start_worker(dsn, endpoint_url, log_dir, name, env={"EMAIL_OUTBOX_POLL_INTERVAL": "0.2"}, **flags)
 
 
 def counts(repo: OutboxRepository) -> dict[Status, int]:

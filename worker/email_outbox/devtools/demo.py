@@ -8,8 +8,6 @@ endpoint rejects), three worker replicas until the outbox drains, and a summary.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +18,7 @@ from email_outbox.cli import main as operator_main
 from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.devtools.ses_endpoint import SesEndpoint
+from email_outbox.devtools.worker_process import WorkerProcess, spawn_worker
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
@@ -29,24 +28,12 @@ REPLICAS = 3
 REJECT_EVERY = 25
 
 
-def worker_env(dsn: DatabaseDsn, endpoint_url: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "EMAIL_OUTBOX_DSN": dsn.url(),
-        "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com",
-        "AWS_ENDPOINT_URL_SESV2": endpoint_url,
-        "AWS_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "demo",
-        "AWS_SECRET_ACCESS_KEY": "demo",
-    }
-
-
 def main() -> int:
     base = Path(os.environ.get("EMAIL_OUTBOX_DEMO_DIR", ".demo")).resolve()
     base.mkdir(parents=True, exist_ok=True)
     server = PrivateServer(base / "db")
     endpoint = SesEndpoint()
-    workers: list[subprocess.Popen[bytes]] = []
+    workers: list[WorkerProcess] = []
     try:
         print(f"starting a private {Path(server.binary).name} in {server.base_dir}", flush=True)
         server.start()
@@ -76,29 +63,12 @@ def main() -> int:
             f"enqueued {EMAILS} emails ({len(range(0, EMAILS, REJECT_EVERY))} to addresses the endpoint rejects)"
         )
 
-        env = worker_env(dsn, endpoint.url)
         logs = base / "logs"
         logs.mkdir(exist_ok=True)
         started = time.monotonic()
-        for n in range(REPLICAS):
-            log_file = open(logs / f"worker-{n}.log", "wb")  # noqa: SIM115 - closed with the process
-            workers.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "email_outbox.cli",
-                        "worker",
-                        "--worker-id",
-                        f"demo-worker-{n}",
-                        "--concurrency",
-                        "8",
-                    ],
-                    env=env,
-                    stdout=log_file,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+        workers += [
+            spawn_worker(dsn, endpoint.url, logs, f"demo-worker-{n}", concurrency=8) for n in range(REPLICAS)
+        ]
         print(f"{REPLICAS} worker replicas running (logs in {logs})", flush=True)
         while time.monotonic() - started < 300:
             counts = {s.status: s.count for s in repo.outbox_stats()}
@@ -106,9 +76,7 @@ def main() -> int:
                 break
             time.sleep(0.2)
         elapsed = time.monotonic() - started
-        for proc in workers:
-            proc.send_signal(signal.SIGTERM)
-        codes = [proc.wait(timeout=60) for proc in workers]
+        codes = [worker.terminate() for worker in workers]
 
         counts = {s.status: s.count for s in repo.outbox_stats()}
         accepted = endpoint.accepted_counts()
@@ -130,9 +98,8 @@ def main() -> int:
         print("demo OK" if ok else "demo FAILED: the accounting does not add up")
         return 0 if ok else 1
     finally:
-        for proc in workers:
-            if proc.poll() is None:
-                proc.kill()
+        for worker in workers:
+            worker.kill()
         endpoint.stop() if endpoint.thread.is_alive() else None
         server.stop()
 

@@ -1,6 +1,6 @@
 """The worker: claims rows, sends each through the provider, and finalizes it.
 
-Its parts, each with one job (docs/design.md section 5):
+Its parts, each with one job (docs/design.md section 8):
 
 - `loop.ClaimLoop`: claims only as many rows as there are free send slots and rate tokens;
 - `actions.action_for`: the pure table from a provider outcome to a database step;

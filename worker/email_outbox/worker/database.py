@@ -1,6 +1,6 @@
 """Every procedure call the worker makes, and the one policy that decides which failures are retried.
 
-The policy (docs/design.md section 5):
+The policy (docs/design.md section 8):
 - deadlock, lock wait timeout, snapshot or certification conflict, a Galera node not ready
   (TransientDatabaseError): the call was rolled back; retried up to `transient_attempts` times;
 - a lost connection (DatabaseUnavailable) or a procedure missing for a moment (SchemaNotInstalled:
