@@ -330,3 +330,22 @@ def test_the_progress_line_is_info_and_per_email_lines_are_debug(caplog: pytest.
     ProgressLine(stats, 10).write()
     assert [r.getMessage() for r in caplog.records] == ["progress"]
     assert caplog.records[0].sent == 3  # type: ignore[attr-defined]
+
+
+def test_a_slot_that_finished_claims_its_next_row_itself_without_taking_another_slot() -> None:
+    config = load_config({"dsn": "mysql://u@h/db", "concurrency": "2"}, {})
+    repo = FakeRepository(backlog=[email(1)])
+    stats, stopping = WorkerStats(), threading.Event()
+    slots = Slots(config.concurrency, stats)
+    pacer = Pacer(config, stats)
+    loop = ClaimLoop(config, calls_on(repo), slots, pacer, stats, stopping)
+    slots.take(1)  # the slot whose row was just finalized
+    nxt = loop.claim_next_for_held_slot()
+    assert nxt is not None and nxt.id == 1 and slots.taken == 1, "the held slot carries on; none taken"
+    assert loop.claim_next_for_held_slot() is None, "nothing due: the slot goes idle"
+    repo.backlog = [email(2)]
+    pacer.apply(Effect.PAUSE_REPLICA)
+    assert loop.claim_next_for_held_slot() is None, "a paused replica does not carry on"
+    stopping.set()
+    assert loop.claim_next_for_held_slot() is None
+    assert [name for name, _ in repo.calls] == ["claim", "claim"]

@@ -75,8 +75,21 @@ class ClaimLoop:
             stopping.wait(idle)
             idle = min(idle * 2, config.poll_interval)
 
-    def claim(self, limit: int) -> list[Claim] | None:
-        """Up to `limit` rows, each already holding a slot; None if the database could not be asked."""
+    def claim_next_for_held_slot(self) -> Claim | None:
+        """A send slot that just finalized its row claims its next one itself, as a bare send loop
+        would: no hand-off to this loop's thread and back. None when the slot should go idle (stopping,
+        paused, no rate token at hand, nothing due, or the database did not answer)."""
+        if self._stopping.is_set() or self._pacer.pause_remaining() > 0 or not self._pacer.token_at_hand():
+            return None
+        claims = self.claim(1, slots_held=True)
+        if not claims:
+            self._pacer.give_back(1)
+            return None
+        return claims[0]
+
+    def claim(self, limit: int, *, slots_held: bool = False) -> list[Claim] | None:
+        """Up to `limit` rows, each holding a send slot (taken here unless `slots_held`); None if the
+        database could not be asked."""
         config = self._config
         token = uuid.uuid4().hex
         # The lease started no earlier than this call: a conservative deadline on our own clock.
@@ -91,7 +104,8 @@ class ClaimLoop:
         except CLAIM_BACKS_OFF_ON as exc:
             log.error("claim failed; not claiming until the database answers", extra={"error": str(exc)})
             return None
-        self._slots.take(len(emails))
+        if not slots_held:
+            self._slots.take(len(emails))
         self._stats.record_claim(len(emails))
         if emails:
             failpoints.hit("after_claim")

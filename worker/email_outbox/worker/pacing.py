@@ -23,6 +23,10 @@ class Pacer:
         """Rate tokens for up to `wanted` sends, taken before the claim: a claimed row never waits here."""
         return self.bucket.acquire_up_to(wanted, stopping)
 
+    def token_at_hand(self) -> bool:
+        """Take one rate token if there is one now; never waits."""
+        return self.bucket.try_acquire() == 0.0
+
     def give_back(self, unused: int) -> None:
         self.bucket.give_back(unused)
 

@@ -127,12 +127,24 @@ class Worker:
         return 0
 
     def _deliver(self, claim: Claim) -> None:
+        """Runs on a send slot: the claimed row, then the rows this slot claims for itself, until one
+        of those claims comes back empty. The slot is held throughout and freed once, at the end."""
+        next_claim: Claim | None = claim
         try:
-            self.delivery.deliver(claim)
-        except Exception:
-            # Never lose the row silently: it stays Processing and the sweep moves it to
-            # UnknownOutcome when the lease ends (it may have been sent).
-            log.exception("unexpected error delivering", extra=claim.context())
+            while next_claim is not None:
+                current, next_claim = next_claim, None
+                try:
+                    self.delivery.deliver(current)
+                except Exception:
+                    # Never lose the row silently: it stays Processing and the sweep moves it to
+                    # UnknownOutcome when the lease ends (it may have been sent).
+                    log.exception("unexpected error delivering", extra=current.context())
+                    return
+                try:
+                    next_claim = self.loop.claim_next_for_held_slot()
+                except Exception:
+                    # The claim loop meets the same error on its next turn and decides there.
+                    log.exception("a send slot could not claim its next row")
         finally:
             self.slots.free_one()
 
