@@ -2,7 +2,10 @@
 -- p_kind 'text': no C0 or C1 control (TAB, CR and LF included), no DEL, no U+2028/U+2029, no bidi
 -- formatting character (U+061C, U+200E/F, U+202A-E, U+2066-9). p_kind 'address': the same, and one
 -- bare address: at most 320 characters, exactly one @ with text on both sides, no space, comma,
--- semicolon, quote, parenthesis, backslash or angle bracket. NULL passes: callers decide what is required.
+-- semicolon, quote, parenthesis, backslash or angle bracket. p_kind 'mailbox': a bare address as
+-- above, or a display name and one: `Ann Lee <ann@example.com>`, the name at most 256 characters with
+-- no angle bracket, quote or backslash, or wholly in double quotes (`"Lee, Ann" <ann@example.com>`)
+-- to carry a comma or semicolon. NULL passes: callers decide what is required.
 -- Raises 45000 naming p_where and p_field; writes nothing. A procedure, not a function: creating
 -- functions with the binary log on needs SUPER.
 CREATE PROCEDURE email_internal_check_text(
@@ -15,6 +18,8 @@ NO SQL
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_message VARCHAR(512) CHARACTER SET utf8mb4;
+  DECLARE v_address LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_name LONGTEXT CHARACTER SET utf8mb4;
   -- \x{...} escapes mean the same to MariaDB's PCRE2 and MySQL 8's ICU. The backslash is spelt
   -- CHAR(92): a backslash in the source would be unescaped in the stored definition, which the
   -- drift check then sees as a different body.
@@ -27,13 +32,32 @@ BEGIN
         ' must not contain control characters, line or paragraph separators, or bidi formatting characters');
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END IF;
-    IF p_kind = 'address' AND (
-         CHAR_LENGTH(p_value) > 320
-         OR CHAR_LENGTH(p_value) - CHAR_LENGTH(REPLACE(p_value, '@', '')) <> 1
-         OR LEFT(p_value, 1) = '@' OR RIGHT(p_value, 1) = '@'
-         OR p_value REGEXP '[ ,;<>"()]' OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, p_value) > 0) THEN
+    SET v_address = p_value;
+    IF p_kind = 'mailbox' THEN
+      CALL email_internal_split_mailbox(p_value, v_name, v_address);
+    END IF;
+    IF v_name IS NOT NULL THEN
+      IF CHAR_LENGTH(v_name) >= 2 AND LEFT(v_name, 1) = '"' AND RIGHT(v_name, 1) = '"' THEN
+        SET v_name = SUBSTRING(v_name, 2, CHAR_LENGTH(v_name) - 2);
+      ELSEIF v_name REGEXP '[,;]' THEN
+        SET v_name = '"';
+      END IF;
+      IF CHAR_LENGTH(v_name) > 256 OR v_name REGEXP '[<>"]'
+         OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, v_name) > 0 THEN
+        SET v_message = CONCAT(p_where, ': ', p_field,
+          ' display name must be at most 256 characters with no angle bracket, quote or backslash;',
+          ' put one with a comma or semicolon in double quotes');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+    END IF;
+    IF p_kind IN ('address', 'mailbox') AND (
+         CHAR_LENGTH(v_address) > 320
+         OR CHAR_LENGTH(v_address) - CHAR_LENGTH(REPLACE(v_address, '@', '')) <> 1
+         OR LEFT(v_address, 1) = '@' OR RIGHT(v_address, 1) = '@'
+         OR v_address REGEXP '[ ,;<>"()]' OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, v_address) > 0) THEN
       SET v_message = CONCAT(p_where, ': ', p_field,
-        ' must be one bare address: at most 320 characters, exactly one @ between text, and no space, comma,',
+        IF(p_kind = 'mailbox', ' must be an address, alone or as Name <address>:', ' must be one bare address:'),
+        ' at most 320 characters, exactly one @ between text, and no space, comma,',
         ' semicolon, quote, parenthesis, backslash or angle bracket');
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
     END IF;

@@ -1,5 +1,5 @@
 -- Internal: the retention loop behind email_purge_bodies and email_purge_bodies_after. Clears the
--- bodies of up to p_limit Sent and Failed rows last changed more than p_older_than_days ago, with an
+-- bodies and attachments of up to p_limit Sent and Failed rows last changed more than p_older_than_days ago, with an
 -- id above p_after_id, in id order. A range of the primary key from p_after_id: a caller that passes
 -- the last id back never scans a row twice, so purging a whole table is linear in its size.
 CREATE PROCEDURE email_internal_purge_bodies(
@@ -56,7 +56,11 @@ BEGIN
      WHERE id = v_id
        AND status IN ('Sent', 'Failed')
        AND bodies_purged_at IS NULL;
-    SET p_affected = p_affected + ROW_COUNT();
+    IF ROW_COUNT() = 1 THEN
+      SET p_affected = p_affected + 1;
+      -- Attachments are bodies too; the row keeps attachment_bytes as a record of what was sent.
+      DELETE FROM email_attachments WHERE attempt_id = v_id;
+    END IF;
     SET p_last_id = v_id;
   END LOOP;
   CLOSE c_old;

@@ -41,6 +41,7 @@ ER_OPTION_PREVENTS_STATEMENT = 1290
 # A value the server refused to convert to a parameter's type (out of range, wrong integer or date,
 # too long): bad input, never written.
 VALUE_REFUSED_ERRNOS = frozenset({1264, 1292, 1366, 1406, 1411})
+ER_NET_PACKET_TOO_LARGE = 1153
 ER_LOCK_DEADLOCK = 1213
 # Database, table, column and routine privilege refusals. 1045 (bad password) is a connect failure.
 ACCESS_DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1370})
@@ -121,6 +122,11 @@ def translate_error(exc: Exception) -> OutboxError:
         return InvalidInput(message)
     if errno in VALUE_REFUSED_ERRNOS:
         return InvalidInput(message)
+    if errno == ER_NET_PACKET_TOO_LARGE:
+        return InvalidInput(
+            f"{message}: the call is larger than the server's max_allowed_packet; raise it above your largest"
+            " message (a 40 MB message with base64 attachments needs about 64 MB)"
+        )
     if errno == ER_OPTION_PREVENTS_STATEMENT and "read-only" in message:
         return ReadOnlyServer(f"the server is read-only (a replica?): send writes to the primary ({message})")
     if errno == ER_NO_SUCH_TABLE:

@@ -1,5 +1,6 @@
-"""`email-outbox enqueue`: an ad-hoc email, from flags or from a JSON document (one object or a list),
-through email_enqueue like any other enqueuing service."""
+"""`email-outbox enqueue`: an ad-hoc email from flags (through email_enqueue), or whole messages from a
+JSON file (through email_enqueue_message: cc, reply-to, headers, tags, attachments, templates), like
+any other enqueuing service."""
 
 from __future__ import annotations
 
@@ -26,89 +27,79 @@ def _read_body(inline: str | None, path: str | None, what: str) -> str | None:
     return inline
 
 
-_ENQUEUE_KEYS = {
-    "notification_id",
-    "to",
-    "from",
-    "subject",
-    "text",
-    "html",
-    "max_attempts",
-    "send_after",
-}
+_FLAG_KEYS = ("notification_id", "to", "subject", "text", "html")
 
 
-def _enqueue_requests(args: argparse.Namespace) -> list[dict[str, Any]]:
-    if args.json_file is not None:
-        if any(getattr(args, k) is not None for k in ("notification_id", "to", "subject", "text", "html")):
-            raise InvalidInput("--json takes the whole email; do not mix it with the other flags")
-        try:
-            raw = sys.stdin.read() if args.json_file == "-" else Path(args.json_file).read_text("utf-8")
-            data = json.loads(raw)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InvalidInput(f"--json: {exc}") from None
-        items = data if isinstance(data, list) else [data]
-        for n, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise InvalidInput(f"--json: item {n} is not an object")
-            unknown = set(item) - _ENQUEUE_KEYS
-            if unknown:
-                raise InvalidInput(
-                    f"--json: item {n} has unknown keys {sorted(unknown)}; allowed {sorted(_ENQUEUE_KEYS)}"
-                )
-            for key, value in item.items():
-                wanted = int if key == "max_attempts" else str
-                if value is not None and (type(value) is not wanted):
-                    raise InvalidInput(f"--json: item {n}: {key} must be a {wanted.__name__} or null")
-        return items
-    missing = [f for f in ("notification_id", "to", "subject") if getattr(args, f) is None]
-    if missing:
-        raise InvalidInput(
-            "enqueue needs " + ", ".join("--" + m.replace("_", "-") for m in missing) + " (or --json)"
-        )
-    return [
-        {
-            "notification_id": args.notification_id,
-            "to": args.to,
-            "from": args.from_address,
-            "subject": args.subject,
-            "text": _read_body(args.text, args.text_file, "text"),
-            "html": _read_body(args.html, args.html_file, "html"),
-            "max_attempts": args.max_attempts,
-            "send_after": args.send_after,
-        }
-    ]
-
-
-def _send_after(value: Any) -> datetime | None:
-    if value is None:
-        return None
+def _json_documents(path: str) -> list[tuple[str, dict[str, Any]]]:
+    """(notification_id, message document) per item of a --json file: each item is the document of
+    email_enqueue_message plus its notification_id. For files written for the older flat form, a
+    single `to` string becomes a list and a send_after without an offset is taken as UTC."""
     try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
+        data = json.loads(raw)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"--json: {exc}") from None
+    items = data if isinstance(data, list) else [data]
+    out = []
+    for n, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidInput(f"--json: item {n} is not an object")
+        document = dict(item)
+        notification_id = document.pop("notification_id", None)
+        if not isinstance(notification_id, str):
+            raise InvalidInput(f"--json: item {n}: notification_id must be a string")
+        if isinstance(document.get("to"), str):
+            document["to"] = [document["to"]]
+        if isinstance(document.get("send_after"), str):
+            document["send_after"] = _with_offset(document["send_after"])
+        out.append((notification_id, {k: v for k, v in document.items() if v is not None}))
+    return out
+
+
+def _with_offset(value: str) -> str:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidInput(f"send_after must be an ISO time (got {value!r})") from None
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).isoformat()
+
+
+def _send_after(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromisoformat(_with_offset(value)).astimezone(UTC).replace(tzinfo=None)
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    items = _enqueue_requests(args)
-    new = 0
+    results = []
     with open_repository(args) as repo:
-        for item in items:
+        if args.json_file is not None:
+            if any(getattr(args, k) is not None for k in _FLAG_KEYS):
+                raise InvalidInput("--json takes the whole email; do not mix it with the other flags")
+            for notification_id, document in _json_documents(args.json_file):
+                message = json.dumps(document, ensure_ascii=False)
+                results.append((notification_id, repo.enqueue_message(notification_id, message)))
+        else:
+            missing = [f for f in ("notification_id", "to", "subject") if getattr(args, f) is None]
+            if missing:
+                raise InvalidInput(
+                    "enqueue needs " + ", ".join("--" + m.replace("_", "-") for m in missing) + " (or --json)"
+                )
             result = repo.enqueue(
-                item.get("notification_id"),  # type: ignore[arg-type]
-                item.get("to"),  # type: ignore[arg-type]
-                item.get("subject"),  # type: ignore[arg-type]
-                text_body=item.get("text"),
-                html_body=item.get("html"),
-                from_address=item.get("from"),
-                max_attempts=item.get("max_attempts"),
-                send_after=_send_after(item.get("send_after")),
+                args.notification_id,
+                args.to,
+                args.subject,
+                text_body=_read_body(args.text, args.text_file, "text"),
+                html_body=_read_body(args.html, args.html_file, "html"),
+                from_address=args.from_address,
+                max_attempts=args.max_attempts,
+                send_after=_send_after(args.send_after),
             )
-            new += result.affected
-            kind = "duplicate of" if result.duplicate else "enqueued as"
-            print(f"{visible(str(item.get('notification_id')))}: {kind} id {result.attempt_id}")
-    return EXIT_OK if new or not items else EXIT_NOTHING
+            results.append((args.notification_id, result))
+    for notification_id, result in results:
+        kind = "duplicate of" if result.duplicate else "enqueued as"
+        print(f"{visible(notification_id)}: {kind} id {result.attempt_id}")
+    return EXIT_OK if any(not r.duplicate for _, r in results) or not results else EXIT_NOTHING
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -127,6 +118,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--json",
         dest="json_file",
-        help="a JSON file ('-' for stdin): keys " + ", ".join(sorted(_ENQUEUE_KEYS)),
+        help="a JSON file ('-' for stdin): one message document of email_enqueue_message plus its"
+        " notification_id, or a list of them (docs/procedures.md)",
     )
     p.set_defaults(func=cmd_enqueue)

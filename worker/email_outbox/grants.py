@@ -14,12 +14,13 @@ from typing import Any
 
 from email_outbox.errors import AccountMissing, InvalidInput
 
-ENQUEUER_PROCEDURES = ("email_enqueue",)
+ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message")
 
 WORKER_PROCEDURES = (
     "email_claim_batch",
     "email_claim_batch_v2",
     "email_claimed_bodies",
+    "email_claimed_attachments",
     "email_claimable_candidates",
     "email_try_claim",
     "email_sweep_stale_leases",
@@ -42,8 +43,9 @@ OPERATOR_PROCEDURES = (
     "email_purge_bodies",
     "email_purge_bodies_after",
     "email_sweep_stale_leases",
-    # `email-outbox enqueue`, the ad-hoc send.
+    # `email-outbox enqueue`, the ad-hoc send, and `enqueue --json`.
     "email_enqueue",
+    "email_enqueue_message",
     # `email-outbox senders`.
     "email_sender_add",
     "email_sender_remove",
@@ -52,6 +54,7 @@ OPERATOR_PROCEDURES = (
 
 OPERATOR_TABLES = (
     "email_delivery_attempts",
+    "email_attachments",
     "email_delivery_events",
     "email_allowed_senders",
     "email_allowed_senders_log",

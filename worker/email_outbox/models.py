@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 
 class Status(enum.StrEnum):
@@ -48,6 +50,34 @@ class ClaimedEmail:
     # (email_claimed_bodies) just before the send.
     body_bytes: int = 0
     bodies_loaded: bool = True
+    # A row enqueued by email_enqueue_message: its recipients, reply-to, headers, tags, configuration
+    # set or template (JSON), and its attachments' size; the attachments themselves are loaded
+    # (email_claimed_attachments) just before the send.
+    message_options: str | None = None
+    attachment_bytes: int = 0
+    attachments: tuple[Attachment, ...] | None = None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return json.loads(self.message_options) if self.message_options else {}
+
+    @property
+    def attachment_count(self) -> int:
+        return int(self.options.get("attachment_count") or 0)
+
+    @property
+    def ready(self) -> bool:
+        """Everything the send needs is in hand."""
+        return self.bodies_loaded and (self.attachments is not None or self.attachment_count == 0)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    filename: str
+    content_type: str
+    disposition: str  # attachment or inline
+    content_id: str | None
+    content: bytes
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import NotFound
 from email_outbox.models import (
     AllowedSender,
+    Attachment,
     Candidate,
     ClaimedEmail,
     DeliveryEvent,
@@ -55,6 +56,8 @@ def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None
         lease_expires_at=row["lease_expires_at"],
         body_bytes=body_bytes,
         bodies_loaded=max_inline_body_bytes is None or body_bytes <= max_inline_body_bytes,
+        message_options=row.get("message_options"),
+        attachment_bytes=int(row.get("attachment_bytes") or 0),
     )
 
 
@@ -164,6 +167,11 @@ class OutboxRepository:
         )[0]
         return EnqueueResult(int(row["affected"]), int(row["attempt_id"]))
 
+    def enqueue_message(self, notification_id: str, message: str) -> EnqueueResult:
+        """email_enqueue_message: `message` is the JSON document (email_outbox.message builds one)."""
+        row = self._call("email_enqueue_message", notification_id=notification_id, message=message)[0]
+        return EnqueueResult(int(row["affected"]), int(row["attempt_id"]))
+
     # --- claiming -------------------------------------------------------------------------------
     def claimable_candidates(self, limit: int) -> list[Candidate]:
         return [
@@ -222,6 +230,20 @@ class OutboxRepository:
         """The bodies of a row this claim holds; None when it no longer holds it."""
         rows = self._call("email_claimed_bodies", id=attempt_id, claim_token=claim_token)
         return (rows[0]["text_body"], rows[0]["html_body"]) if rows else None
+
+    def claimed_attachments(self, attempt_id: int, claim_token: str) -> tuple[Attachment, ...]:
+        """The attachments of a row this claim holds, in order (none if it no longer holds it)."""
+        rows = self._call("email_claimed_attachments", id=attempt_id, claim_token=claim_token)
+        return tuple(
+            Attachment(
+                filename=r["filename"],
+                content_type=r["content_type"],
+                disposition=r["disposition"],
+                content_id=r["content_id"],
+                content=bytes(r["content"] or b""),
+            )
+            for r in rows
+        )
 
     def sweep_stale_leases(self, limit: int) -> int:
         return self._affected("email_sweep_stale_leases", limit=limit)

@@ -1,6 +1,6 @@
 """A local SESv2-compatible HTTP endpoint: a real HTTP peer for boto3, with faults on demand.
 
-It implements SendEmail (POST /v2/email/outbound-emails), records every message it accepts (with
+It implements SendEmail (POST /v2/email/outbound-emails), records every message it accepts in full (with
 its EmailTags, so tests count sends per outbox id), and injects faults by rule: latency, throttling,
 5xx, permanent rejection, account problems, a read timeout after accepting (the message counts as
 sent but the client never hears), and connection resets before or after accepting.
@@ -66,6 +66,9 @@ class AcceptedMessage:
     tags: dict[str, str]
     configuration_set: str | None
     accepted_at: float
+    # The whole SendEmail request as it arrived (attachments' RawContent base64, as botocore sends it),
+    # so tests compare every recipient, header, tag and attachment byte with what was enqueued.
+    request: dict[str, Any] = field(default_factory=dict)
 
     @property
     def outbox_id(self) -> str | None:
@@ -114,6 +117,7 @@ class EndpointState:
             tags=tags,
             configuration_set=body.get("ConfigurationSetName"),
             accepted_at=time.time(),
+            request=body,
         )
         with self.lock:
             self.accepted.append(message)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from email_outbox.models import ClaimedEmail
+from email_outbox.models import Attachment, ClaimedEmail
 
 
 @dataclass(frozen=True)
@@ -32,3 +32,6 @@ class Claim:
     def with_bodies(self, text_body: str | None, html_body: str | None) -> Claim:
         email = replace(self.email, text_body=text_body, html_body=html_body, bodies_loaded=True)
         return replace(self, email=email)
+
+    def with_attachments(self, attachments: tuple[Attachment, ...]) -> Claim:
+        return replace(self, email=replace(self.email, attachments=attachments))

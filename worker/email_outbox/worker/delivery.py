@@ -59,22 +59,44 @@ class Delivery:
         if paused > 0:
             self._finalizer.apply(claim, release_unsent("replica paused", int(paused) + 1))
             return
-        if claim.email.bodies_loaded:
+        email = claim.email
+        if email.ready:
             self._send(claim)
             return
-        with self._body_budget.hold(claim.email.body_bytes, self._stopping) as held:
+        # Large bodies and attachments wait in the database until their send, within a byte budget
+        # shared by every send of this replica.
+        size = (0 if email.bodies_loaded else email.body_bytes) + email.attachment_bytes
+        with self._body_budget.hold(size, self._stopping) as held:
             if not held:
                 self._finalizer.apply(claim, release_unsent("shutting down before the send"))
                 return
+            loaded = self._load(claim)
+            if loaded is None:
+                log.warning("claim lost before the send: not sent", extra=claim.context())
+                return
+            self._send(loaded)
+
+    def _load(self, claim: Claim) -> Claim | None:
+        """The claim with its bodies and attachments in hand; None when the claim is no longer held."""
+        if not claim.email.bodies_loaded:
             bodies = self._database.call(
                 "email_claimed_bodies",
                 lambda r: r.claimed_bodies(claim.id, claim.token),
                 deadline=claim.deadline,
             )
             if bodies is None:
-                log.warning("claim lost before the send: not sent", extra=claim.context())
-                return
-            self._send(claim.with_bodies(*bodies))
+                return None
+            claim = claim.with_bodies(*bodies)
+        if claim.email.attachment_count and claim.email.attachments is None:
+            attachments = self._database.call(
+                "email_claimed_attachments",
+                lambda r: r.claimed_attachments(claim.id, claim.token),
+                deadline=claim.deadline,
+            )
+            if not attachments:
+                return None
+            claim = claim.with_attachments(attachments)
+        return claim
 
     def _send(self, claim: Claim) -> None:
         started = time.monotonic()

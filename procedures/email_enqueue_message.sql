@@ -1,0 +1,301 @@
+-- Enqueue one whole message, described by one JSON object, idempotently on notification_id, inside the
+-- caller's own transaction: the same result, idempotency and transaction rules as email_enqueue, and
+-- the same rules and insert (email_internal_enqueue) for what the two share. docs/procedures.md lists
+-- the members: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,
+-- attachments, template, max_attempts, send_after. Result: affected (1 new, 0 duplicate), attempt_id.
+CREATE PROCEDURE email_enqueue_message(
+  IN p_notification_id TEXT CHARACTER SET utf8mb4,
+  IN p_message LONGTEXT CHARACTER SET utf8mb4
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_where VARCHAR(64) CHARACTER SET utf8mb4 DEFAULT 'email_enqueue_message';
+  DECLARE v_affected INT DEFAULT 0;
+  DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_own INT DEFAULT NULL;
+  DECLARE v_message VARCHAR(512) CHARACTER SET utf8mb4;
+  DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_key LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_n INT DEFAULT 0;
+  DECLARE v_count INT;
+  DECLARE v_recipients INT DEFAULT 0;
+  DECLARE v_first LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_to_address LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_from LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_from_name LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_from_address LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_subject LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_text LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_html LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_value LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_path VARCHAR(600) CHARACTER SET utf8mb4;
+  DECLARE v_field VARCHAR(600) CHARACTER SET utf8mb4;
+  DECLARE v_template INT DEFAULT 0;
+  DECLARE v_max_attempts BIGINT DEFAULT NULL;
+  DECLARE v_send_after_text LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_send_after DATETIME(6) DEFAULT NULL;
+  DECLARE v_offset VARCHAR(6);
+  DECLARE v_attachments LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_attachment_bytes BIGINT DEFAULT 0;
+  DECLARE v_encoded_bytes BIGINT DEFAULT 0;
+  DECLARE v_filename LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_content_type LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_disposition LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_content_id LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_content LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_decoded LONGBLOB;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL email_internal_undo(v_own);
+    RESIGNAL;
+  END;
+
+  IF p_message IS NULL OR NOT JSON_VALID(p_message) OR JSON_TYPE(p_message) <> 'OBJECT' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: message must be one JSON object';
+  END IF;
+  -- Every member is known: a misspelt `cc` must not silently send to fewer people.
+  SET v_keys = JSON_KEYS(p_message), v_n = JSON_LENGTH(v_keys);
+  WHILE v_i < v_n DO
+    SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
+    IF v_key NOT IN ('from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'text', 'html', 'headers', 'tags',
+                     'configuration_set', 'attachments', 'template', 'max_attempts', 'send_after') THEN
+      SET v_message = CONCAT(v_where, ': unknown member ', LEFT(JSON_QUOTE(v_key), 80),
+        ' (known: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,',
+        ' attachments, template, max_attempts, send_after)');
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+
+  -- Recipients: at most 50 across to, cc and bcc, as SES counts them.
+  CALL email_internal_check_mailboxes(v_where, p_message, 'to', v_count, v_first);
+  SET v_recipients = v_count, v_to_address = v_first;
+  CALL email_internal_check_mailboxes(v_where, p_message, 'cc', v_count, v_first);
+  SET v_recipients = v_recipients + v_count, v_to_address = COALESCE(v_to_address, v_first);
+  CALL email_internal_check_mailboxes(v_where, p_message, 'bcc', v_count, v_first);
+  SET v_recipients = v_recipients + v_count, v_to_address = COALESCE(v_to_address, v_first);
+  IF v_recipients < 1 OR v_recipients > 50 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      'email_enqueue_message: to, cc and bcc together must hold 1 to 50 addresses (SES''s limit per message)';
+  END IF;
+  CALL email_internal_check_mailboxes(v_where, p_message, 'reply_to', v_count, v_first);
+
+  CALL email_internal_json_text(v_where, p_message, '$.from', 'from', v_from);
+  CALL email_internal_check_text(v_where, 'from', v_from, 'mailbox');
+  CALL email_internal_split_mailbox(v_from, v_from_name, v_from_address);
+  CALL email_internal_json_text(v_where, p_message, '$.subject', 'subject', v_subject);
+  CALL email_internal_json_text(v_where, p_message, '$.text', 'text', v_text);
+  CALL email_internal_json_text(v_where, p_message, '$.html', 'html', v_html);
+
+  -- A stored template supplies subject and bodies itself.
+  SET v_value = JSON_EXTRACT(p_message, '$.template');
+  IF v_value IS NOT NULL THEN
+    SET v_template = 1;
+    IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(JSON_REMOVE(v_value, '$.name', '$.data')) > 0 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: template must be an object with name and data';
+    END IF;
+    CALL email_internal_json_text(v_where, v_value, '$.name', 'template.name', v_key);
+    IF v_key IS NULL OR NOT v_key REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+        'email_enqueue_message: template.name must be 1 to 64 letters, digits, underscores or dashes';
+    END IF;
+    IF COALESCE(JSON_TYPE(JSON_EXTRACT(v_value, '$.data')), 'OBJECT') <> 'OBJECT' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: template.data must be a JSON object';
+    END IF;
+    IF LENGTH(JSON_EXTRACT(v_value, '$.data')) > 262144 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: template.data must be at most 256 KiB';
+    END IF;
+    IF v_subject IS NOT NULL OR v_text IS NOT NULL OR v_html IS NOT NULL THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+        'email_enqueue_message: a template message takes its subject, text and html from the template: leave them out';
+    END IF;
+    SET v_subject = '';
+  END IF;
+
+  -- Headers: names in RFC 5322's character set, none that SES or the outbox sets itself.
+  SET v_value = JSON_EXTRACT(p_message, '$.headers');
+  IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+    IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 50 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: headers must be an object of at most 50 names to values';
+    END IF;
+    SET v_keys = JSON_KEYS(v_value), v_n = JSON_LENGTH(v_keys), v_i = 0;
+    WHILE v_i < v_n DO
+      SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
+      SET v_field = CONCAT('headers.', LEFT(v_key, 80));
+      IF NOT v_key REGEXP '^[!-9;-~]{1,76}$' THEN
+        SET v_message = CONCAT(v_where, ': header name ', LEFT(JSON_QUOTE(v_key), 80),
+          ' must be 1 to 76 printable ASCII characters without a colon or space (RFC 5322)');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      IF LOWER(v_key) IN ('from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version',
+                          'return-path', 'dkim-signature', 'reply-to', 'sender', 'received', 'delivered-to',
+                          'content-type', 'content-transfer-encoding', 'content-disposition')
+         OR LOWER(v_key) LIKE 'content-%' OR LOWER(v_key) LIKE 'x-ses-%' OR LOWER(v_key) LIKE 'resent-%' THEN
+        SET v_message = CONCAT(v_where, ': header ', v_key,
+          ' is set by SES or the outbox itself and cannot be given (use the message members for addresses and subject)');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      CALL email_internal_json_text(v_where, v_value, CONCAT('$.', JSON_QUOTE(v_key)), v_field, v_content);
+      IF v_content IS NULL OR CHAR_LENGTH(v_content) > 998 THEN
+        SET v_message = CONCAT(v_where, ': ', v_field, ' must be a string of at most 998 characters');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      CALL email_internal_check_text(v_where, v_field, v_content, 'text');
+      SET v_i = v_i + 1;
+    END WHILE;
+  END IF;
+
+  -- Tags, in SES's character set; outbox_id is the outbox's own.
+  SET v_value = JSON_EXTRACT(p_message, '$.tags');
+  IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+    IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 49 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: tags must be an object of at most 49 names to values';
+    END IF;
+    SET v_keys = JSON_KEYS(v_value), v_n = JSON_LENGTH(v_keys), v_i = 0;
+    WHILE v_i < v_n DO
+      SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
+      SET v_field = CONCAT('tags.', LEFT(v_key, 80));
+      IF NOT v_key REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
+        SET v_message = CONCAT(v_where, ': tag name ', LEFT(JSON_QUOTE(v_key), 80),
+          ' must be 1 to 256 ASCII letters, digits, underscores or dashes (SES)');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      IF v_key = 'outbox_id' THEN
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: tag outbox_id is reserved: the worker sets it to the row id';
+      END IF;
+      CALL email_internal_json_text(v_where, v_value, CONCAT('$.', JSON_QUOTE(v_key)), v_field, v_content);
+      IF v_content IS NULL OR NOT v_content REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
+        SET v_message = CONCAT(v_where, ': ', v_field, ' must be 1 to 256 ASCII letters, digits, underscores or dashes (SES)');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      SET v_i = v_i + 1;
+    END WHILE;
+  END IF;
+
+  CALL email_internal_json_text(v_where, p_message, '$.configuration_set', 'configuration_set', v_content);
+  IF v_content IS NOT NULL AND NOT v_content REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      'email_enqueue_message: configuration_set must be 1 to 64 ASCII letters, digits, underscores or dashes';
+  END IF;
+
+  SET v_value = JSON_EXTRACT(p_message, '$.max_attempts');
+  IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+    IF JSON_TYPE(v_value) NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR v_value < 1 OR v_value > 100 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: max_attempts must be an integer from 1 to 100';
+    END IF;
+    SET v_max_attempts = CAST(v_value AS SIGNED);
+  END IF;
+
+  -- send_after: ISO 8601 with an offset (or Z), stored in UTC.
+  CALL email_internal_json_text(v_where, p_message, '$.send_after', 'send_after', v_send_after_text);
+  IF v_send_after_text IS NOT NULL THEN
+    IF NOT v_send_after_text REGEXP
+         '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+        'email_enqueue_message: send_after must be ISO 8601 with an offset, e.g. 2026-12-24T09:00:00+01:00 or ...Z';
+    END IF;
+    SET v_offset = IF(RIGHT(v_send_after_text, 1) = 'Z', '+00:00', RIGHT(v_send_after_text, 6));
+    SET v_content = LEFT(v_send_after_text, CHAR_LENGTH(v_send_after_text) - IF(RIGHT(v_send_after_text, 1) = 'Z', 1, 6));
+    BEGIN
+      -- An impossible date (2026-13-01) is a warning on one server and an error on another, and
+      -- 2026-02-30 may even parse: it counts only if it formats back to what was written.
+      DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET v_send_after = NULL;
+      SET v_send_after = STR_TO_DATE(IF(LOCATE('.', v_content) > 0, v_content, CONCAT(v_content, '.0')),
+                                     '%Y-%m-%dT%H:%i:%s.%f');
+      IF DATE_FORMAT(v_send_after, '%Y-%m-%dT%H:%i:%s') <> LEFT(v_content, 19) THEN
+        SET v_send_after = NULL;
+      END IF;
+      SET v_send_after = CONVERT_TZ(v_send_after, v_offset, '+00:00');
+    END;
+    IF v_send_after IS NULL THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: send_after is not a real time';
+    END IF;
+  END IF;
+
+  -- Attachments: checked here, stored after the row exists.
+  SET v_attachments = JSON_EXTRACT(p_message, '$.attachments');
+  IF v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) <> 'NULL' THEN
+    IF JSON_TYPE(v_attachments) <> 'ARRAY' OR JSON_LENGTH(v_attachments) > 100 THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: attachments must be a list of at most 100';
+    END IF;
+    SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
+    WHILE v_i < v_n DO
+      SET v_path = CONCAT('$[', v_i, ']'), v_field = CONCAT('attachments[', v_i, ']');
+      SET v_value = JSON_EXTRACT(v_attachments, v_path);
+      IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(JSON_REMOVE(v_value, '$.filename', '$.content_type',
+           '$.content_base64', '$.disposition', '$.content_id')) > 0 THEN
+        SET v_message = CONCAT(v_where, ': ', v_field,
+          ' must be an object of filename, content_type, content_base64, disposition, content_id');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      CALL email_internal_json_text(v_where, v_value, '$.filename', CONCAT(v_field, '.filename'), v_filename);
+      IF v_filename IS NULL OR CHAR_LENGTH(v_filename) < 1 OR CHAR_LENGTH(v_filename) > 255
+         OR LOCATE('/', v_filename) > 0 OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, v_filename) > 0
+         OR v_filename IN ('.', '..') THEN
+        SET v_message = CONCAT(v_where, ': ', v_field, '.filename must be 1 to 255 characters with no path (no / or backslash)');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      CALL email_internal_check_text(v_where, CONCAT(v_field, '.filename'), v_filename, 'text');
+      CALL email_internal_json_text(v_where, v_value, '$.content_type', CONCAT(v_field, '.content_type'), v_content_type);
+      IF v_content_type IS NULL OR CHAR_LENGTH(v_content_type) > 78 OR NOT v_content_type REGEXP
+           '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$' THEN
+        SET v_message = CONCAT(v_where, ': ', v_field, '.content_type must be a media type such as application/pdf');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      CALL email_internal_json_text(v_where, v_value, '$.disposition', CONCAT(v_field, '.disposition'), v_disposition);
+      IF COALESCE(v_disposition, 'attachment') NOT IN ('attachment', 'inline') THEN
+        SET v_message = CONCAT(v_where, ': ', v_field, '.disposition must be attachment or inline');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      CALL email_internal_json_text(v_where, v_value, '$.content_id', CONCAT(v_field, '.content_id'), v_content_id);
+      IF v_content_id IS NOT NULL AND NOT v_content_id REGEXP '^[A-Za-z0-9!#$%&*+=?^_`{|}~.@-]{1,78}$' THEN
+        SET v_message = CONCAT(v_where, ': ', v_field,
+          '.content_id must be 1 to 78 characters of an RFC 5322 message id, without angle brackets');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      CALL email_internal_json_text(v_where, v_value, '$.content_base64', CONCAT(v_field, '.content_base64'), v_content);
+      BEGIN
+        -- Bad base64 is NULL on MySQL and error 1958 on MariaDB: NULL on both.
+        DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET v_decoded = NULL;
+        SET v_decoded = FROM_BASE64(v_content);
+      END;
+      IF v_content IS NULL OR v_decoded IS NULL OR (LENGTH(v_decoded) = 0 AND LENGTH(TRIM(v_content)) > 0) THEN
+        SET v_message = CONCAT(v_where, ': ', v_field, '.content_base64 must be base64 that decodes');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      SET v_attachment_bytes = v_attachment_bytes + LENGTH(v_decoded);
+      SET v_encoded_bytes = v_encoded_bytes + LENGTH(v_content);
+      SET v_i = v_i + 1;
+    END WHILE;
+  END IF;
+  IF COALESCE(LENGTH(v_text), 0) + COALESCE(LENGTH(v_html), 0) + v_encoded_bytes > 41943040 THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      'email_enqueue_message: the message must be at most 40 MB (SES''s limit), bodies and base64 attachments together';
+  END IF;
+
+  CALL email_internal_begin(v_own);
+  CALL email_internal_enqueue(v_where, p_notification_id, v_to_address, v_from_address, v_subject, v_text, v_html,
+                              v_max_attempts, v_send_after, v_template,
+                              JSON_SET(JSON_REMOVE(p_message, '$.subject', '$.text', '$.html', '$.attachments',
+                                                   '$.max_attempts', '$.send_after'),
+                                       '$.attachment_count', COALESCE(JSON_LENGTH(v_attachments), 0)),
+                              v_attachment_bytes, v_affected, v_attempt_id);
+  IF v_affected = 1 AND v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) = 'ARRAY' THEN
+    SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
+    WHILE v_i < v_n DO
+      SET v_path = CONCAT('$[', v_i, ']');
+      INSERT INTO email_attachments (attempt_id, position, filename, content_type, disposition, content_id, content)
+      VALUES (v_attempt_id, v_i,
+              JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.filename'))),
+              LOWER(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_type')))),
+              COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.disposition'))), 'attachment'),
+              JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_id'))),
+              FROM_BASE64(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_base64')))));
+      SET v_i = v_i + 1;
+    END WHILE;
+  END IF;
+  CALL email_internal_end(v_own);
+  SELECT v_affected AS affected, v_attempt_id AS attempt_id;
+END

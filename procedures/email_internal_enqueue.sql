@@ -1,0 +1,92 @@
+-- Internal: the one validation and insert path of an enqueue, shared by email_enqueue and
+-- email_enqueue_message. Runs inside the caller's unit of work (email_internal_begin); writes the row
+-- and its 'enqueued' event, or on a duplicate notification_id nothing, and reports the existing id.
+-- p_where names the public procedure in errors. A row sent with a stored template (p_template = 1)
+-- needs no body. p_message_options and p_attachment_bytes come checked from email_enqueue_message.
+CREATE PROCEDURE email_internal_enqueue(
+  IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
+  IN p_notification_id TEXT CHARACTER SET utf8mb4,
+  IN p_to_address TEXT CHARACTER SET utf8mb4,
+  IN p_from_address TEXT CHARACTER SET utf8mb4,
+  IN p_subject TEXT CHARACTER SET utf8mb4,
+  IN p_text_body LONGTEXT CHARACTER SET utf8mb4,
+  IN p_html_body LONGTEXT CHARACTER SET utf8mb4,
+  IN p_max_attempts BIGINT,
+  IN p_send_after DATETIME(6),
+  IN p_template INT,
+  IN p_message_options LONGTEXT CHARACTER SET utf8mb4,
+  IN p_attachment_bytes BIGINT,
+  OUT p_affected INT,
+  OUT p_attempt_id BIGINT UNSIGNED
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_duplicate INT DEFAULT 0;
+  DECLARE v_message VARCHAR(300) CHARACTER SET utf8mb4;
+  -- The duplicate key is an answer, not an error.
+  DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
+
+  IF p_notification_id IS NULL OR CHAR_LENGTH(p_notification_id) < 1 OR CHAR_LENGTH(p_notification_id) > 191 THEN
+    SET v_message = CONCAT(p_where, ': notification_id must be 1 to 191 characters');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  -- The unique key compares with PAD SPACE: 'a ' would collide with 'a', so refuse the ambiguity.
+  IF RIGHT(p_notification_id, 1) = BINARY ' ' THEN
+    SET v_message = CONCAT(p_where, ': notification_id must not end with a space');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  CALL email_internal_check_text(p_where, 'notification_id', p_notification_id, 'text');
+  IF p_to_address IS NULL THEN
+    SET v_message = CONCAT(p_where, ': to_address is required');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  CALL email_internal_check_text(p_where, 'to_address', p_to_address, 'address');
+  CALL email_internal_check_text(p_where, 'from_address', p_from_address, 'address');
+  IF p_from_address IS NOT NULL THEN
+    CALL email_internal_check_sender(p_where, p_from_address);
+  END IF;
+  IF p_subject IS NULL OR CHAR_LENGTH(p_subject) > 998 THEN
+    SET v_message = CONCAT(p_where, ': subject must be at most 998 characters');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  CALL email_internal_check_text(p_where, 'subject', p_subject, 'text');
+  IF p_text_body IS NULL AND p_html_body IS NULL AND p_template = 0 THEN
+    SET v_message = CONCAT(p_where, ': text_body or html_body must be given');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  IF LENGTH(p_text_body) > 16777215 OR LENGTH(p_html_body) > 16777215 THEN
+    SET v_message = CONCAT(p_where, ': text_body and html_body must each be at most 16 MiB');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  IF p_max_attempts IS NOT NULL AND (p_max_attempts < 1 OR p_max_attempts > 100) THEN
+    SET v_message = CONCAT(p_where, ': max_attempts must be NULL or 1 to 100');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+  -- A due time far in the past would jump every queue; one far ahead is a typo. Both are refused.
+  IF p_send_after IS NOT NULL
+     AND (p_send_after < v_now - INTERVAL 30 DAY OR p_send_after > v_now + INTERVAL 366 DAY) THEN
+    SET v_message = CONCAT(p_where, ': send_after must be NULL or a UTC time from 30 days ago to 366 days ahead');
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+  END IF;
+
+  INSERT INTO email_delivery_attempts
+    (notification_id, to_address, from_address, subject, text_body, html_body, status,
+     max_attempts, next_attempt_at, created_at, updated_at, message_options, attachment_bytes)
+  VALUES
+    (p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
+     COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now, p_message_options,
+     COALESCE(p_attachment_bytes, 0));
+
+  IF v_duplicate = 0 THEN
+    SET p_affected = 1, p_attempt_id = LAST_INSERT_ID();
+    CALL email_internal_record_event(p_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
+  ELSE
+    SET p_affected = 0;
+    -- A locking read sees the committed row even when the caller's snapshot predates it.
+    SELECT id INTO p_attempt_id FROM email_delivery_attempts
+     WHERE notification_id = p_notification_id COLLATE utf8mb4_bin
+     LOCK IN SHARE MODE;
+  END IF;
+END

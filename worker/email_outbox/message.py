@@ -1,0 +1,123 @@
+"""Enqueue a whole message from Python, on the caller's own connection and inside its transaction.
+
+    from email_outbox import Message, Attachment, enqueue_message
+
+    with connection:  # your business transaction
+        save_invoice(connection, invoice)
+        enqueue_message(connection, f"invoice-{invoice.id}", Message(
+            to=["Ann Lee <ann@example.com>"], subject="Your invoice", text="Attached.",
+            attachments=[Attachment("invoice.pdf", "application/pdf", pdf_bytes)],
+        ))
+
+It builds the JSON document of email_enqueue_message (docs/procedures.md) and CALLs it; the database
+checks every rule, so another language gets the same answer for the same document. Works with any
+DB-API connection that takes %s parameters (mysql-connector-python, PyMySQL, mysqlclient).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from email_outbox.models import EnqueueResult
+
+
+@dataclass(frozen=True)
+class Attachment:
+    filename: str
+    content_type: str
+    content: bytes
+    disposition: str = "attachment"  # or "inline", referenced from the HTML as cid:<content_id>
+    content_id: str | None = None
+
+    def document(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "filename": self.filename,
+            "content_type": self.content_type,
+            "content_base64": base64.b64encode(self.content).decode("ascii"),
+            "disposition": self.disposition,
+        }
+        if self.content_id is not None:
+            doc["content_id"] = self.content_id
+        return doc
+
+
+@dataclass(frozen=True)
+class Template:
+    """An SES stored template and the data it is rendered with, instead of subject, text and html."""
+
+    name: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Message:
+    to: Sequence[str] = ()
+    subject: str | None = None
+    text: str | None = None
+    html: str | None = None
+    cc: Sequence[str] = ()
+    bcc: Sequence[str] = ()
+    reply_to: Sequence[str] = ()
+    sender: str | None = None  # `from`; None: the worker's default sender
+    headers: Mapping[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    configuration_set: str | None = None
+    attachments: Sequence[Attachment] = ()
+    template: Template | None = None
+    max_attempts: int | None = None
+    send_after: datetime | None = None  # a naive time is taken as UTC
+
+    def document(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"to": list(self.to)}
+        for key, value in (("cc", self.cc), ("bcc", self.bcc), ("reply_to", self.reply_to)):
+            if value:
+                doc[key] = list(value)
+        for key, scalar in (("from", self.sender), ("subject", self.subject), ("text", self.text),
+                            ("html", self.html), ("configuration_set", self.configuration_set),
+                            ("max_attempts", self.max_attempts)):  # fmt: skip
+            if scalar is not None:
+                doc[key] = scalar
+        if self.headers:
+            doc["headers"] = dict(self.headers)
+        if self.tags:
+            doc["tags"] = dict(self.tags)
+        if self.attachments:
+            doc["attachments"] = [a.document() for a in self.attachments]
+        if self.template is not None:
+            doc["template"] = {"name": self.template.name, "data": dict(self.template.data)}
+        if self.send_after is not None:
+            when = self.send_after if self.send_after.tzinfo else self.send_after.replace(tzinfo=UTC)
+            doc["send_after"] = when.isoformat()
+        return doc
+
+    def to_json(self) -> str:
+        # Raw UTF-8, not \\u escapes: a 4-byte character arrives as itself on every server.
+        return json.dumps(self.document(), ensure_ascii=False, separators=(",", ":"))
+
+
+def enqueue_message(
+    connection: Any, notification_id: str, message: Message | Mapping[str, Any]
+) -> EnqueueResult:
+    """CALL email_enqueue_message on `connection`, in whatever transaction it has open; never commits.
+    A duplicate notification_id returns affected 0 and the existing id. Bad input raises the driver's
+    error for SQLSTATE 45000, whose message names the member and the rule."""
+    document = (
+        message.to_json()
+        if isinstance(message, Message)
+        else json.dumps(dict(message), ensure_ascii=False, separators=(",", ":"))
+    )
+    cursor = connection.cursor()
+    try:
+        cursor.execute("CALL email_enqueue_message(%s, %s)", (notification_id, document))
+        affected, attempt_id = cursor.fetchall()[0][:2]
+        while cursor.nextset():
+            if cursor.description:
+                cursor.fetchall()
+    finally:
+        cursor.close()
+    return EnqueueResult(int(affected), int(attempt_id))
