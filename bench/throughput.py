@@ -35,6 +35,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -96,6 +97,16 @@ class Endpoint:
         with urllib.request.urlopen(self.url + "/_control/accepted", timeout=30) as r:
             return len(json.loads(r.read()))
 
+    def sends(self) -> int:
+        """Send requests taken so far: a cheap count to poll (the accepted list is read once, after)."""
+        with urllib.request.urlopen(self.url + "/_control/health", timeout=10) as r:
+            return int(json.loads(r.read())["requests"])
+
+    def id_counts(self) -> Counter[str]:
+        """How many times the endpoint accepted each `outbox_id` EmailTag."""
+        with urllib.request.urlopen(self.url + "/_control/accepted", timeout=60) as r:
+            return Counter(str(m["tags"].get("outbox_id")) for m in json.loads(r.read()))
+
     def reset(self) -> None:
         req = urllib.request.Request(self.url + "/_control/reset", method="POST", data=b"")
         urllib.request.urlopen(req, timeout=10).read()
@@ -103,6 +114,11 @@ class Endpoint:
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+
+
+def lost_and_duplicates(counts: Counter[str], expected: list[str]) -> tuple[int, int]:
+    """Expected ids the endpoint never accepted, and ids it accepted more than once."""
+    return sum(1 for i in expected if counts[i] == 0), sum(1 for i in expected if counts[i] > 1)
 
 
 def aws_env(endpoint_url: str) -> dict[str, str]:
@@ -129,6 +145,11 @@ class Bench:
         dsn = DatabaseDsn.parse(self.server.dsn(name))
         migrate_for_local_use(dsn)
         return dsn
+
+    @property
+    def server_pid(self) -> int:
+        assert self.server.process is not None
+        return self.server.process.pid
 
     def status(self, name: str) -> int:
         conn = mysql.connector.connect(host="127.0.0.1", port=self.server.port, user="root")
@@ -187,6 +208,16 @@ def open_count(dsn: DatabaseDsn) -> int:
     return int(n)
 
 
+def bulk_ids(dsn: DatabaseDsn) -> list[str]:
+    """The ids the worker tags its sends with (OUTBOX_ID_TAG), for the backlog rows."""
+    conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+    cur = conn.cursor()
+    cur.execute("SELECT id FROM email_delivery_attempts WHERE notification_id LIKE 'bulk-%'")
+    ids = [str(r[0]) for r in cur.fetchall()]  # type: ignore[index]
+    conn.close()
+    return ids
+
+
 def wait_drained(dsn: DatabaseDsn, timeout: float = 900) -> None:
     deadline = time.monotonic() + timeout
     while open_count(dsn) > 0:
@@ -208,6 +239,9 @@ class OutboxRun:
     cpu_ms_per_email: float
     empty_claims_per_email: float
     peak_rss_mb: float
+    store_cpu_ms_per_email: float = 0.0  # the database server over the same interval
+    lost: int = 0
+    duplicates: int = 0
     p50_ms: float | None = None
     p99_ms: float | None = None
 
@@ -282,13 +316,16 @@ def run_outbox(
         procs = spawn_workers(dsn, endpoint, replicas, concurrency, log_dir)
         wait_ready(procs)
         cpu0 = {p.pid: proc_cpu_seconds(p.pid) for p, _ in procs}
+        store0 = proc_cpu_seconds(bench.server_pid)
         q0, c0 = bench.status("Questions"), bench.status("Com_call_procedure")
         make_due(dsn)
         started = time.monotonic()
         wait_drained(dsn)
         elapsed = time.monotonic() - started
+        store_cpu = proc_cpu_seconds(bench.server_pid) - store0
         q1, c1 = bench.status("Questions"), bench.status("Com_call_procedure")
         cpu = sum(proc_cpu_seconds(p.pid) - cpu0[p.pid] for p, _ in procs)
+        lost, duplicates = lost_and_duplicates(endpoint.id_counts(), bulk_ids(dsn))
         rss = max(proc_peak_rss_mb(p.pid) for p, _ in procs)
         metrics = [scrape(port) for _, port in procs]
         empty = sum(m.get("email_outbox_claim_batch_size_bucket[le=0.0]", 0.0) for m in metrics)
@@ -296,10 +333,10 @@ def run_outbox(
         if paced_rate:
             p50, p99 = paced_latency(dsn, paced_rate, min(emails, int(paced_rate * 10)))
         stop_workers(procs)
-        assert endpoint.accepted_count() >= emails
         return OutboxRun(
             replicas, concurrency, latency * 1000, emails, emails / elapsed, (q1 - q0) / emails,
-            (c1 - c0) / emails, cpu * 1000 / emails, empty / emails, rss, p50, p99,
+            (c1 - c0) / emails, cpu * 1000 / emails, empty / emails, rss, store_cpu * 1000 / emails,
+            lost, duplicates, p50, p99,
         )  # fmt: skip
     finally:
         endpoint.close()
@@ -351,7 +388,9 @@ def run_in_lockstep(target: Callable[..., None], args: list[tuple[Any, ...]]) ->
 
 
 # --- baseline 1: the bare loop ---------------------------------------------------------------------
-def _bare_process(endpoint_url: str, threads: int, n: int, offset: int, ready: Any, go: Any) -> None:
+def _bare_process(
+    endpoint_url: str, threads: int, n: int, offset: int, cpu: Any, ready: Any, go: Any
+) -> None:
     import boto3
     from botocore.config import Config
 
@@ -368,6 +407,7 @@ def _bare_process(endpoint_url: str, threads: int, n: int, offset: int, ready: A
     )
     ready.release()
     go.wait()
+    before = resource.getrusage(resource.RUSAGE_SELF)
 
     def send(i: int) -> None:
         client.send_email(
@@ -379,23 +419,35 @@ def _bare_process(endpoint_url: str, threads: int, n: int, offset: int, ready: A
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(send, range(offset, offset + n)))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    with cpu.get_lock():
+        cpu.value += (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def run_bare(latency: float, replicas: int, concurrency: int, emails: int) -> tuple[float, float]:
-    """emails/s and CPU ms per email of plain boto3 sends (client set-up included in the CPU)."""
+@dataclass
+class BareRun:
+    emails_per_s: float
+    cpu_ms_per_email: float  # the senders from the release on: no database, no broker
+    lost: int
+    duplicates: int
+
+
+def run_bare(latency: float, replicas: int, concurrency: int, emails: int) -> BareRun:
+    """Plain boto3 sends from R processes x C threads; CPU is counted from the release, as for the
+    outbox and Celery (whose workers are up before their clocks start)."""
     endpoint = Endpoint(latency)
     share = emails // replicas
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = mp.get_context("fork").Value("d", 0.0)
     try:
         elapsed = run_in_lockstep(
-            _bare_process, [(endpoint.url, concurrency, share, r * share) for r in range(replicas)]
+            _bare_process, [(endpoint.url, concurrency, share, r * share, cpu) for r in range(replicas)]
         )
-        # Read before the endpoint (a child too) is reaped, so only the senders are counted.
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        lost, duplicates = lost_and_duplicates(
+            endpoint.id_counts(), [str(i) for i in range(share * replicas)]
+        )
     finally:
         endpoint.close()
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return share * replicas / elapsed, cpu * 1000 / (share * replicas)
+    return BareRun(share * replicas / elapsed, cpu.value * 1000 / (share * replicas), lost, duplicates)
 
 
 # --- baselines 2 and 3: the claim paths, database only ---------------------------------------------
@@ -545,7 +597,123 @@ def claim_latency(bench: Bench, history: int, claims: int) -> dict[str, float]:
         for r in rows:
             repo.finalize_sent(r.id, token, "m")
     repo.close()
-    return {"history_rows": history, "p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99)}
+    return {
+        "history_rows": history,
+        "claims": claims,
+        "p50_ms": percentile(times, 50),
+        "p99_ms": percentile(times, 99),
+        # claim_batch(8) calls per second of claiming on one connection (finalizes not timed)
+        "claims_per_s": claims / (sum(times) / 1000),
+    }
+
+
+# --- the peers: bare loop, Celery + Redis, outbox --------------------------------------------------
+PEER_LATENCIES = (0.0, 0.05)
+PEER_SYSTEMS = ("bare boto3 loop", "Celery + Redis", "outbox")
+
+
+def run_celery_peer(
+    latency: float, replicas: int, concurrency: int, emails: int, log_dir: Path
+) -> dict[str, Any]:
+    import celery_peer  # bench/celery_peer.py; needs the `bench` extra (celery, redis) and redis-server
+
+    endpoint = Endpoint(latency)
+    try:
+        run = celery_peer.run_celery(
+            endpoint.url, endpoint.sends, latency, replicas, concurrency, emails, log_dir
+        )
+        lost, duplicates = lost_and_duplicates(
+            endpoint.id_counts(), [celery_peer.celery_id(i) for i in range(emails)]
+        )
+    finally:
+        endpoint.close()
+    return {**asdict(run), "lost": lost, "duplicates": duplicates}
+
+
+def peer_table(rows: list[dict[str, Any]]) -> list[list[str]]:
+    """One table: system, latency, emails/s, ratio to bare, CPU ms per email, lost, duplicates."""
+    out = []
+    for latency_ms in sorted({r["latency_ms"] for r in rows}):
+        at = {r["system"]: r for r in rows if r["latency_ms"] == latency_ms}
+        bare = at["bare boto3 loop"]["emails_per_s"]
+        for system in PEER_SYSTEMS:
+            if system not in at:
+                continue
+            r = at[system]
+            out.append([system, f"{latency_ms:g} ms", f"{r['emails_per_s']:,.0f}", f"{r['emails_per_s'] / bare:.2f}",
+                        f"{r['cpu_ms_per_email']:.2f}", str(r["lost"]), str(r["duplicates"])])  # fmt: skip
+    return out
+
+
+PEER_HEADER = ["system", "latency", "emails/s", "ratio to bare", "CPU ms/email", "lost", "duplicates"]
+
+
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=False)]
+    for line in [header, *rows]:
+        print("  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip(), flush=True)
+
+
+def markdown_table(header: list[str], rows: list[list[str]], right_from: int = 1) -> str:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    return "\n".join("| " + " | ".join(line) + " |" for line in [header, align, *rows])
+
+
+def claim_rate_rows(table_size: list[dict[str, Any]]) -> list[list[str]]:
+    empty = next(t for t in table_size if t["history_rows"] == 0)
+    return [[f"{t['history_rows']:,}", f"{t['claims_per_s']:,.0f}", f"{t['claims_per_s'] / empty['claims_per_s']:.2f}",
+             f"{t['p50_ms']:.2f} ms", f"{t['p99_ms']:.2f} ms"] for t in table_size]  # fmt: skip
+
+
+CLAIM_HEADER = ["terminal rows already in the table", "claims/s", "of the empty table's rate", "p50", "p99"]
+X = "\N{MULTIPLICATION SIGN}"
+DOC_BEGIN = "<!-- bench/throughput.py: peers begin -->"
+DOC_END = "<!-- bench/throughput.py: peers end -->"
+
+
+def doc_section(results: dict[str, Any]) -> str:
+    peers = results["peers"]
+    n = results["emails_per_run"]
+    claims = results["table_size"][0]["claims"]
+    return f"""{DOC_BEGIN}
+<!-- Written by bench/throughput.py from its last full run ({results["date"]}); edit the script, not this block. -->
+Measured {results["date"]}: {results["cpus"]} cores, {results["server"]} (durable), {n:,} emails per system
+from a backlog, {results["latency_sweep_replicas"]} processes {X} 8 concurrent sends for every system,
+the same local SES endpoint (a fresh one per run). CPU per email is the senders' CPU from the moment
+the clock starts, plus the store's: the database server for the outbox, redis-server for Celery, none
+for the bare loop. Lost and duplicates come from the endpoint's records, by the unique id each send
+carries in an EmailTag: lost are ids it never accepted, duplicates ids it accepted more than once.
+
+{markdown_table(PEER_HEADER, peer_table(peers), right_from=2)}
+
+- **Bare boto3 loop**: `send_email` from 2 processes {X} 8 threads, no store: the ceiling.
+- **Celery + Redis** (`bench/celery_peer.py`): Celery {results.get("celery_version", "?")} with redis-py and a
+  private `redis-server` ({results.get("redis_version", "?")}, in memory only: `--save "" --appendonly no`).
+  `task_acks_late=True`, `worker_prefetch_multiplier=1`, no result backend, 2 `celery worker`
+  processes with `--pool threads --concurrency 8`. The tasks are enqueued first; the workers start
+  consuming a queue nothing is sent to, and once both answer a ping they are told to consume the
+  backlog's queue (`add_consumer`), and the clock starts. It stops when the endpoint has taken all
+  the sends.
+- **Outbox**: 2 worker replicas {X} concurrency 8 on the durable database; the clock runs from making
+  the held rows due until every row is final.
+
+The claim rate with history: `email_claim_batch(limit 8)` on one connection, {claims:,} claims per
+table, finalizes not timed, with the table empty and with terminal (`Sent`) rows already in it.
+
+{markdown_table(CLAIM_HEADER, claim_rate_rows(results["table_size"]))}
+{DOC_END}"""
+
+
+def write_doc(results: dict[str, Any], source: Path, target: Path) -> None:
+    """Replace the generated block of docs/performance.md (appended once if the document has none)."""
+    text = source.read_text() if source.exists() else "# Performance\n"
+    section = doc_section(results)
+    if DOC_BEGIN in text and DOC_END in text:
+        head, rest = text.split(DOC_BEGIN, 1)
+        text = head + section + rest.split(DOC_END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n## Beside Celery + Redis and the bare loop\n\n" + section + "\n"
+    target.write_text(text)
 
 
 # --- report ------------------------------------------------------------------------------------------
@@ -555,7 +723,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(16, 4.4))
     by_r = results["replica_sweep"]
     left.plot([r["replicas"] for r in by_r], [r["emails_per_s"] for r in by_r], "o-", label="outbox")
     left.plot(
@@ -567,24 +735,52 @@ def plot(results: dict[str, Any], path: Path) -> None:
     left.grid(alpha=0.3)
     left.legend()
     by_l = results["latency_sweep"]
-    right.plot([r["latency_ms"] for r in by_l], [r["emails_per_s"] for r in by_l], "o-", label="outbox")
-    right.plot(
+    middle.plot([r["latency_ms"] for r in by_l], [r["emails_per_s"] for r in by_l], "o-", label="outbox")
+    middle.plot(
         [r["latency_ms"] for r in by_l],
         [r["bare_emails_per_s"] for r in by_l],
         "s--",
         label="bare boto3 loop",
     )
-    right.plot(
+    middle.plot(
         [r["latency_ms"] for r in by_l], [r["ideal_emails_per_s"] for r in by_l], ":", label="R x C / latency"
     )
-    right.set_xlabel("endpoint latency (ms)")
+    middle.set_xlabel("endpoint latency (ms)")
+    middle.set_ylabel("emails/s")
+    middle.set_title(f"emails/s vs endpoint latency, {results['latency_sweep_replicas']} replicas x 8")
+    middle.set_yscale("log")
+    middle.grid(alpha=0.3)
+    middle.legend()
+    peers = results["peers"]
+    latencies = sorted({r["latency_ms"] for r in peers})
+    width = 0.8 / len(PEER_SYSTEMS)
+    for k, system in enumerate(PEER_SYSTEMS):
+        at = {r["latency_ms"]: r["emails_per_s"] for r in peers if r["system"] == system}
+        xs = [i + (k - (len(PEER_SYSTEMS) - 1) / 2) * width for i in range(len(latencies))]
+        bars = right.bar(xs, [at.get(lat, 0.0) for lat in latencies], width, label=system)
+        right.bar_label(bars, fmt="%.0f", fontsize=8)
+    right.set_xticks(range(len(latencies)), [f"{lat:g} ms" for lat in latencies])
+    right.set_xlabel("endpoint latency")
     right.set_ylabel("emails/s")
-    right.set_title(f"emails/s vs endpoint latency, {results['latency_sweep_replicas']} replicas x 8")
-    right.set_yscale("log")
-    right.grid(alpha=0.3)
+    right.set_title(f"the peers, {results['latency_sweep_replicas']} processes x 8, same run")
+    right.grid(alpha=0.3, axis="y")
     right.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    with contextlib.suppress(Exception):
+        import celery
+
+        out["celery_version"] = str(celery.__version__)
+    with contextlib.suppress(Exception):
+        text = subprocess.run(
+            ["redis-server", "--version"], capture_output=True, text=True, check=False
+        ).stdout
+        out["redis_version"] = "redis-server " + text.split("v=", 1)[1].split()[0]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -597,14 +793,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "out"), help="JSON results and logs")
     parser.add_argument("--plot", default=str(ROOT / "docs" / "performance.png"))
+    parser.add_argument(
+        "--doc", default=str(ROOT / "docs" / "performance.md"), help="its generated block is rewritten"
+    )
     args = parser.parse_args(argv)
     tiny = args.tiny
     emails = 300 if tiny else args.emails
     c = args.concurrency
     replica_counts = [1, 2] if tiny else [1, 2, 4]
-    latencies = [0.0, 0.02] if tiny else [0.0, 0.02, 0.05]
+    latencies = [0.0, 0.05] if tiny else [0.0, 0.02, 0.05]
     claim_replicas = [1, 2] if tiny else [1, 2, 4, 8]
-    history = [2_000, 10_000] if tiny else [10_000, args.history]
+    history = [0, 2_000, 10_000] if tiny else [0, 10_000, args.history]
+    claims_per_table = 50 if tiny else 1000
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="throughput-", dir=out))
@@ -612,7 +812,8 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     bench = Bench(server)
     results: dict[str, Any] = {"server": server.version(), "durable": "innodb_flush_log_at_trx_commit=1",
-                               "cpus": os.cpu_count(), "emails_per_run": emails}  # fmt: skip
+                               "cpus": os.cpu_count(), "emails_per_run": emails,
+                               "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), **versions()}  # fmt: skip
     print(f"server {results['server']}, {results['durable']}, {emails} emails per run", flush=True)
     try:
         sweep = []
@@ -620,29 +821,48 @@ def main(argv: list[str] | None = None) -> int:
             run = run_outbox(
                 bench, 0.0, r, c, emails, base, paced_rate=100.0 if r == replica_counts[-1] else 0.0
             )
-            bare, bare_cpu = run_bare(0.0, r, c, emails)
-            row = {**asdict(run), "bare_emails_per_s": bare, "bare_cpu_ms_per_email": bare_cpu,
-                   "ratio": run.emails_per_s / bare}  # fmt: skip
+            bare = run_bare(0.0, r, c, emails)
+            row = {**asdict(run), "bare_emails_per_s": bare.emails_per_s, "bare_cpu_ms_per_email": bare.cpu_ms_per_email,
+                   "ratio": run.emails_per_s / bare.emails_per_s}  # fmt: skip
             sweep.append(row)
-            print(f"outbox R={r} C={c} latency 0: {run.emails_per_s:.0f}/s, bare {bare:.0f}/s, ratio {row['ratio']:.2f};"
-                  f" bare CPU {bare_cpu:.2f} ms/email;"
+            print(f"outbox R={r} C={c} latency 0: {run.emails_per_s:.0f}/s, bare {bare.emails_per_s:.0f}/s, ratio {row['ratio']:.2f};"
+                  f" bare CPU {bare.cpu_ms_per_email:.2f} ms/email;"
                   f" statements/email {run.statements_per_email:.2f}, CALLs/email {run.calls_per_email:.2f},"
-                  f" CPU {run.cpu_ms_per_email:.2f} ms/email, empty claims/email {run.empty_claims_per_email:.3f},"
+                  f" CPU {run.cpu_ms_per_email:.2f} ms/email (+ database {run.store_cpu_ms_per_email:.2f}),"
+                  f" empty claims/email {run.empty_claims_per_email:.3f},"
                   f" peak RSS {run.peak_rss_mb:.0f} MB" + (f", paced p50/p99 {run.p50_ms:.0f}/{run.p99_ms:.0f} ms" if run.p50_ms else ""),
                   flush=True)  # fmt: skip
         results["replica_sweep"], results["replica_sweep_latency_ms"] = sweep, 0.0
         lat_r = 2
-        by_latency = []
+        by_latency, peers = [], []
         for latency in latencies:
+            bare = run_bare(latency, lat_r, c, emails)
+            if latency in PEER_LATENCIES:
+                cel = run_celery_peer(latency, lat_r, c, emails, base)
+                print(f"Celery + Redis R={lat_r} x {c} latency {latency * 1000:g} ms: {cel['emails_per_s']:.0f}/s,"
+                      f" CPU {cel['cpu_ms_per_email']:.2f} ms/email (redis-server {cel['broker_cpu_ms_per_email']:.2f}),"
+                      f" lost {cel['lost']}, duplicates {cel['duplicates']}", flush=True)  # fmt: skip
             run = run_outbox(bench, latency, lat_r, c, emails, base)
-            bare, _ = run_bare(latency, lat_r, c, emails)
             ideal = lat_r * c / latency if latency else float("nan")
-            row = {**asdict(run), "bare_emails_per_s": bare, "ideal_emails_per_s": ideal,
+            row = {**asdict(run), "bare_emails_per_s": bare.emails_per_s, "ideal_emails_per_s": ideal,
                    "of_ideal": run.emails_per_s / ideal if latency else float("nan")}  # fmt: skip
             by_latency.append(row)
-            print(f"outbox R={lat_r} latency {latency * 1000:g} ms: {run.emails_per_s:.0f}/s, bare {bare:.0f}/s,"
+            print(f"outbox R={lat_r} latency {latency * 1000:g} ms: {run.emails_per_s:.0f}/s, bare {bare.emails_per_s:.0f}/s,"
                   f" ideal {ideal:.0f}/s", flush=True)  # fmt: skip
+            if latency in PEER_LATENCIES:
+                peers += [
+                    {"system": "bare boto3 loop", "latency_ms": latency * 1000, **asdict(bare)},
+                    {"system": "Celery + Redis", **cel},
+                    {"system": "outbox", "latency_ms": latency * 1000, "emails_per_s": run.emails_per_s,
+                     "cpu_ms_per_email": run.cpu_ms_per_email + run.store_cpu_ms_per_email,
+                     "lost": run.lost, "duplicates": run.duplicates},
+                ]  # fmt: skip
         results["latency_sweep"], results["latency_sweep_replicas"] = by_latency, lat_r
+        results["peers"] = peers
+        print(f"\nthe peers, {lat_r} processes x {c}, {emails} emails each from a backlog;"
+              " CPU ms/email = senders + store:", flush=True)  # fmt: skip
+        print_table(PEER_HEADER, peer_table(peers))
+        print(flush=True)
         claims = []
         for r in claim_replicas:
             for path in ("per_row", "batch"):
@@ -660,16 +880,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"enqueue on {k} connection(s), one transaction each: {rate:.0f}/s", flush=True)
         results["table_size"] = []
         for h in history:
-            lat = claim_latency(bench, h, 50 if tiny else 400)
+            lat = claim_latency(bench, h, claims_per_table)
             results["table_size"].append(lat)
             print(
-                f"claim_batch(8) with {h} terminal rows: p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms",
+                f"claim_batch(8) with {h} terminal rows: p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms,"
+                f" {lat['claims_per_s']:.0f} claims/s",
                 flush=True,
             )
+        empty_rate = results["table_size"][0]["claims_per_s"]
+        largest = results["table_size"][-1]
+        print(
+            f"claim rate with {largest['history_rows']} terminal rows: {largest['claims_per_s']:.0f} claims/s,"
+            f" empty table {empty_rate:.0f} claims/s, ratio {largest['claims_per_s'] / empty_rate:.2f}",
+            flush=True,
+        )
     finally:
         server.stop()
     (base / "results.json").write_text(json.dumps(results, indent=2, default=str))
     plot(results, Path(args.plot) if not tiny else base / "performance.png")
+    write_doc(results, Path(args.doc), Path(args.doc) if not tiny else base / "performance.md")
     print(f"results in {base / 'results.json'}")
     return 0
 
