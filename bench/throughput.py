@@ -1,22 +1,29 @@
-"""Throughput benchmark: the outbox beside the bare SES send loop, measured in one run.
+"""Throughput benchmark: the outbox beside the bare SES send loop and Celery + Redis, in one run.
 
 Starts a private database server with durable settings (innodb_flush_log_at_trx_commit=1) and the
 local SES endpoint in a process of its own (with a configurable latency), then measures:
 
 - the outbox: N emails enqueued, R worker replicas with concurrency C, until drained. It reports
   emails/s, enqueue-to-sent latency p50/p99 (paced run), database statements per email, worker CPU
-  ms per email, empty claims per email, and peak RSS per replica.
+  ms per email (and the database server's), empty claims per email, and peak RSS per replica.
 - baseline 1, the bare loop: plain boto3 send_email from R processes x C threads, no database;
+- the peers: at 0 and 50 ms endpoint latency, the bare loop, Celery + Redis (bench/celery_peer.py:
+  acks_late, 2 `celery worker` processes x 8 threads, a private redis-server) and the outbox, all
+  2 x 8 on the same N from a backlog, in one table: emails/s, ratio to the bare loop, CPU ms per
+  email of senders + store, and lost and duplicated sends counted per id by the endpoint;
 - baseline 2, the per-row claim path of the original design (candidates, then email_try_claim per
   row) against email_claim_batch, at R = 1, 2, 4, 8: emails/s and lost claim races per email;
 - baseline 3, the database path alone: claim and finalize, no provider call;
 - baseline 4, enqueue: CALL email_enqueue per second on 1 and 8 connections, one transaction each;
-- table size: claim latency with 10k and with 1M terminal rows already in the table.
+- table size: claim latency and claim rate (claims/s) with an empty table, 10k and 1M terminal rows.
 
-    .venv/bin/python bench/throughput.py                 # the full run; writes docs/performance.md
-    .venv/bin/python bench/throughput.py --tiny          # the few-hundred-email run of `make test`
+    .venv/bin/python bench/throughput.py         # the full run: docs/performance.png and the generated
+                                                 # block of docs/performance.md (the peers, the claim rate)
+    .venv/bin/python bench/throughput.py --tiny  # the few-hundred-email run of `make test`; writes its
+                                                 # plot and document copy beside its results.json
 
-Benchmarks print figures. Nothing here asserts a time.
+The Celery peer needs the `bench` extra (`pip install -e .[bench]`) and a redis-server binary
+(db/ensure-server-binary.sh installs Debian's). Benchmarks print figures. Nothing here asserts a time.
 """
 
 from __future__ import annotations
