@@ -35,6 +35,7 @@ import multiprocessing as mp
 import os
 import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -590,28 +591,69 @@ def fill_terminal_rows(dsn: DatabaseDsn, n: int) -> None:
     conn.close()
 
 
-def claim_latency(bench: Bench, history: int, claims: int) -> dict[str, float]:
-    dsn = bench.fresh_database()
-    fill_terminal_rows(dsn, history)
-    enqueue_bulk(dsn, claims * 8, "due")
-    repo = OutboxRepository.open(dsn)
-    times = []
-    for _ in range(claims):
-        token = uuid.uuid4().hex
-        t0 = time.perf_counter()
-        rows = repo.claim_batch(token, "lat", 60, 8)
-        times.append((time.perf_counter() - t0) * 1000)
-        for r in rows:
-            repo.finalize_sent(r.id, token, "m")
-    repo.close()
-    return {
-        "history_rows": history,
-        "claims": claims,
-        "p50_ms": percentile(times, 50),
-        "p99_ms": percentile(times, 99),
-        # claim_batch(8) calls per second of claiming on one connection (finalizes not timed)
-        "claims_per_s": claims / (sum(times) / 1000),
-    }
+def settle(bench: Bench, timeout: float = 180) -> float:
+    """Wait until InnoDB has flushed and purged what the fixtures wrote (dirty pages under 1% of the
+    pool, purge history under 1,000), so each table is measured as it stands in steady state and not
+    while the server is still writing back a million inserted rows. Returns the seconds waited."""
+    conn = mysql.connector.connect(host="127.0.0.1", port=bench.server.port, user="root", autocommit=True)
+    cur = conn.cursor()
+    cur.execute("SELECT @@GLOBAL.innodb_max_dirty_pages_pct")
+    (pct,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute("SET GLOBAL innodb_max_dirty_pages_pct = 0")  # the page cleaner flushes at full speed
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < timeout:
+            dirty = bench.status("Innodb_buffer_pool_pages_dirty")
+            total = max(1, bench.status("Innodb_buffer_pool_pages_total"))
+            history = bench.status("Innodb_history_list_length")
+            if dirty < total / 100 and history < 1000:
+                break
+            time.sleep(0.5)
+    finally:
+        cur.execute(f"SET GLOBAL innodb_max_dirty_pages_pct = {float(pct)}")  # type: ignore[arg-type]
+        conn.close()
+    return time.monotonic() - started
+
+
+def claim_rates(bench: Bench, histories: list[int], claims: int, blocks: int = 10) -> list[dict[str, Any]]:
+    """email_claim_batch(8) on one connection per table, each table holding `history` terminal rows and
+    a backlog to claim. The tables are measured in alternating blocks of claims (forwards, then
+    backwards), so a drift of the machine over the run falls on every table alike. Finalizes follow
+    each claim and are not timed."""
+    dsns = {}
+    for h in histories:
+        dsn = bench.fresh_database()
+        fill_terminal_rows(dsn, h)
+        enqueue_bulk(dsn, claims * 8, "due")
+        dsns[h] = dsn
+    waited = settle(bench)
+    repos = {h: OutboxRepository.open(dsn) for h, dsn in dsns.items()}
+    times: dict[int, list[float]] = {h: [] for h in histories}
+    per_block = max(1, claims // blocks)
+    for b in range(blocks):
+        for h in histories if b % 2 == 0 else histories[::-1]:
+            repo = repos[h]
+            for _ in range(per_block):
+                token = uuid.uuid4().hex
+                t0 = time.perf_counter()
+                rows = repo.claim_batch(token, "rate", 60, 8)
+                times[h].append((time.perf_counter() - t0) * 1000)
+                for r in rows:
+                    repo.finalize_sent(r.id, token, "m")
+    for repo in repos.values():
+        repo.close()
+    return [
+        {
+            "history_rows": h,
+            "claims": len(times[h]),
+            "settle_s": waited,
+            "p50_ms": percentile(times[h], 50),
+            "p99_ms": percentile(times[h], 99),
+            # claim_batch(8) calls per second of claiming on one connection (finalizes not timed)
+            "claims_per_s": len(times[h]) / (sum(times[h]) / 1000),
+        }
+        for h in histories
+    ]
 
 
 # --- the peers: bare loop, Celery + Redis, outbox --------------------------------------------------
@@ -635,6 +677,86 @@ def run_celery_peer(
     finally:
         endpoint.close()
     return {**asdict(run), "lost": lost, "duplicates": duplicates}
+
+
+@dataclass
+class Measured:
+    """One Celery run at one latency."""
+
+    emails_per_s: float
+    cpu_ms_per_email: float  # senders + store
+    lost: int
+    duplicates: int
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def measure_round_robin(
+    bench: Bench,
+    systems: tuple[str, ...],
+    latency: float,
+    replicas: int,
+    concurrency: int,
+    emails: int,
+    log_dir: Path,
+    rounds: int,
+) -> dict[str, list[Any]]:
+    """Every system `rounds` times at this latency; round k starts with system k, so neither a drift of
+    the machine nor going first or last favours one system. The outbox's and the bare loop's runs
+    come back as OutboxRun and BareRun, Celery's as Measured."""
+    out: dict[str, list[Any]] = {s: [] for s in systems}
+    for k in range(rounds):
+        for system in systems[k % len(systems) :] + systems[: k % len(systems)]:
+            if system == "bare boto3 loop":
+                bare = run_bare(latency, replicas, concurrency, emails)
+                out[system].append(bare)
+                line = f"{bare.emails_per_s:.0f}/s, CPU {bare.cpu_ms_per_email:.2f} ms/email"
+            elif system == "Celery + Redis":
+                cel = run_celery_peer(latency, replicas, concurrency, emails, log_dir)
+                out[system].append(
+                    Measured(
+                        cel["emails_per_s"], cel["cpu_ms_per_email"], cel["lost"], cel["duplicates"], cel
+                    )
+                )
+                line = (f"{cel['emails_per_s']:.0f}/s, CPU {cel['cpu_ms_per_email']:.2f} ms/email"
+                        f" (redis-server {cel['broker_cpu_ms_per_email']:.2f}), lost {cel['lost']}, duplicates {cel['duplicates']}")  # fmt: skip
+            else:
+                run = run_outbox(bench, latency, replicas, concurrency, emails, log_dir)
+                out[system].append(run)
+                line = (f"{run.emails_per_s:.0f}/s, CPU {run.cpu_ms_per_email:.2f} ms/email"
+                        f" (+ database {run.store_cpu_ms_per_email:.2f}), lost {run.lost}, duplicates {run.duplicates}")  # fmt: skip
+            print(
+                f"  round {k + 1}/{rounds}, {system} {replicas} x {concurrency} at {latency * 1000:g} ms: {line}",
+                flush=True,
+            )
+    return out
+
+
+def middle(runs: list[Any]) -> Any:
+    """The run with the median emails/s (the lower middle for an even count)."""
+    return sorted(runs, key=lambda r: r.emails_per_s)[(len(runs) - 1) // 2]
+
+
+def peer_row(system: str, latency: float, runs: list[Any]) -> dict[str, Any]:
+    """The table's row: median emails/s and CPU per email over the rounds, lost and duplicates summed."""
+
+    def cpu(r: Any) -> float:
+        return (
+            float(r.cpu_ms_per_email + r.store_cpu_ms_per_email)
+            if isinstance(r, OutboxRun)
+            else float(r.cpu_ms_per_email)
+        )
+
+    return {
+        "system": system,
+        "latency_ms": latency * 1000,
+        "emails_per_s": statistics.median(r.emails_per_s for r in runs),
+        "cpu_ms_per_email": statistics.median(cpu(r) for r in runs),
+        "lost": sum(r.lost for r in runs),
+        "duplicates": sum(r.duplicates for r in runs),
+        "rounds_emails_per_s": [r.emails_per_s for r in runs],
+        "rounds_cpu_ms_per_email": [cpu(r) for r in runs],
+        "rounds_detail": [r.detail if isinstance(r, Measured) else asdict(r) for r in runs],
+    }
 
 
 def peer_table(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -678,36 +800,53 @@ DOC_BEGIN = "<!-- bench/throughput.py: peers begin -->"
 DOC_END = "<!-- bench/throughput.py: peers end -->"
 
 
+def rounds_rows(peers: list[dict[str, Any]]) -> list[list[str]]:
+    return [[r["system"], f"{r['latency_ms']:g} ms", ", ".join(f"{v:,.0f}" for v in r["rounds_emails_per_s"]),
+             ", ".join(f"{v:.2f}" for v in r["rounds_cpu_ms_per_email"])] for r in peers]  # fmt: skip
+
+
 def doc_section(results: dict[str, Any]) -> str:
     peers = results["peers"]
     n = results["emails_per_run"]
-    claims = results["table_size"][0]["claims"]
+    rounds = results["peer_rounds"]
+    r = results["latency_sweep_replicas"]
+    sizes = results["table_size"]
     return f"""{DOC_BEGIN}
 <!-- Written by bench/throughput.py from its last full run ({results["date"]}); edit the script, not this block. -->
-Measured {results["date"]}: {results["cpus"]} cores, {results["server"]} (durable), {n:,} emails per system
-from a backlog, {results["latency_sweep_replicas"]} processes {X} 8 concurrent sends for every system,
-the same local SES endpoint (a fresh one per run). CPU per email is the senders' CPU from the moment
-the clock starts, plus the store's: the database server for the outbox, redis-server for Celery, none
-for the bare loop. Lost and duplicates come from the endpoint's records, by the unique id each send
-carries in an EmailTag: lost are ids it never accepted, duplicates ids it accepted more than once.
+Measured {results["date"]}: {results["cpus"]} cores, {results["server"]} (durable), {n:,} emails per run
+from a backlog, {r} processes {X} 8 concurrent sends for every system, a fresh local SES endpoint per
+run. Each system ran {rounds} times at each latency, in rotating order (round k starts with the k-th
+system), so neither a drift of the machine nor going first favours one; emails/s and CPU are the
+medians. CPU per email is the senders' CPU from the moment the clock starts, plus the store's: the
+database server for the outbox, redis-server for Celery, none for the bare loop. Lost and duplicates
+come from the endpoint's records, by the unique id each send carries in an EmailTag, summed over the
+rounds ({n * rounds:,} sends per system and latency): lost are ids it never accepted, duplicates ids
+it accepted more than once.
 
 {markdown_table(PEER_HEADER, peer_table(peers), right_from=2)}
 
-- **Bare boto3 loop**: `send_email` from 2 processes {X} 8 threads, no store: the ceiling.
+- **Bare boto3 loop**: `send_email` from {r} processes {X} 8 threads, no store: the ceiling.
 - **Celery + Redis** (`bench/celery_peer.py`): Celery {results.get("celery_version", "?")} with redis-py and a
   private `redis-server` ({results.get("redis_version", "?")}, in memory only: `--save "" --appendonly no`).
-  `task_acks_late=True`, `worker_prefetch_multiplier=1`, no result backend, 2 `celery worker`
+  `task_acks_late=True`, `worker_prefetch_multiplier=1`, no result backend, {r} `celery worker`
   processes with `--pool threads --concurrency 8`. The tasks are enqueued first; the workers start
-  consuming a queue nothing is sent to, and once both answer a ping they are told to consume the
+  consuming a queue nothing is sent to, and once each answers a ping they are told to consume the
   backlog's queue (`add_consumer`), and the clock starts. It stops when the endpoint has taken all
   the sends.
-- **Outbox**: 2 worker replicas {X} concurrency 8 on the durable database; the clock runs from making
+- **Outbox**: {r} worker replicas {X} concurrency 8 on the durable database; the clock runs from making
   the held rows due until every row is final.
 
-The claim rate with history: `email_claim_batch(limit 8)` on one connection, {claims:,} claims per
-table, finalizes not timed, with the table empty and with terminal (`Sent`) rows already in it.
+Every round (emails/s; CPU ms per email):
 
-{markdown_table(CLAIM_HEADER, claim_rate_rows(results["table_size"]))}
+{markdown_table(["system", "latency", "emails/s per round", "CPU ms/email per round"], rounds_rows(peers), right_from=2)}
+
+The claim rate with history: `email_claim_batch(limit 8)` on one connection, {sizes[0]["claims"]:,}
+claims per table (finalizes follow each claim and are not timed), with the table empty and with
+terminal (`Sent`) rows already in it. The tables are filled, then InnoDB is left to flush and purge
+what the fill wrote ({sizes[0]["settle_s"]:.0f} s), and then they are measured in alternating blocks of
+claims, so a drift of the machine falls on each alike.
+
+{markdown_table(CLAIM_HEADER, claim_rate_rows(sizes))}
 {DOC_END}"""
 
 
@@ -803,6 +942,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--doc", default=str(ROOT / "docs" / "performance.md"), help="its generated block is rewritten"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="runs of each peer at 0 and 50 ms; the table gives the median"
+    )
     args = parser.parse_args(argv)
     tiny = args.tiny
     emails = 300 if tiny else args.emails
@@ -812,6 +954,7 @@ def main(argv: list[str] | None = None) -> int:
     claim_replicas = [1, 2] if tiny else [1, 2, 4, 8]
     history = [0, 2_000, 10_000] if tiny else [0, 10_000, args.history]
     claims_per_table = 50 if tiny else 1000
+    rounds = 1 if tiny else args.rounds
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="throughput-", dir=out))
@@ -843,31 +986,25 @@ def main(argv: list[str] | None = None) -> int:
         lat_r = 2
         by_latency, peers = [], []
         for latency in latencies:
-            bare = run_bare(latency, lat_r, c, emails)
-            if latency in PEER_LATENCIES:
-                cel = run_celery_peer(latency, lat_r, c, emails, base)
-                print(f"Celery + Redis R={lat_r} x {c} latency {latency * 1000:g} ms: {cel['emails_per_s']:.0f}/s,"
-                      f" CPU {cel['cpu_ms_per_email']:.2f} ms/email (redis-server {cel['broker_cpu_ms_per_email']:.2f}),"
-                      f" lost {cel['lost']}, duplicates {cel['duplicates']}", flush=True)  # fmt: skip
-            run = run_outbox(bench, latency, lat_r, c, emails, base)
+            peer = latency in PEER_LATENCIES
+            systems = PEER_SYSTEMS if peer else ("bare boto3 loop", "outbox")
+            measured = measure_round_robin(
+                bench, systems, latency, lat_r, c, emails, base, rounds if peer else 1
+            )
+            run, bare = middle(measured["outbox"]), middle(measured["bare boto3 loop"])
             ideal = lat_r * c / latency if latency else float("nan")
             row = {**asdict(run), "bare_emails_per_s": bare.emails_per_s, "ideal_emails_per_s": ideal,
                    "of_ideal": run.emails_per_s / ideal if latency else float("nan")}  # fmt: skip
             by_latency.append(row)
             print(f"outbox R={lat_r} latency {latency * 1000:g} ms: {run.emails_per_s:.0f}/s, bare {bare.emails_per_s:.0f}/s,"
                   f" ideal {ideal:.0f}/s", flush=True)  # fmt: skip
-            if latency in PEER_LATENCIES:
-                peers += [
-                    {"system": "bare boto3 loop", "latency_ms": latency * 1000, **asdict(bare)},
-                    {"system": "Celery + Redis", **cel},
-                    {"system": "outbox", "latency_ms": latency * 1000, "emails_per_s": run.emails_per_s,
-                     "cpu_ms_per_email": run.cpu_ms_per_email + run.store_cpu_ms_per_email,
-                     "lost": run.lost, "duplicates": run.duplicates},
-                ]  # fmt: skip
+            if peer:
+                peers += [peer_row(system, latency, measured[system]) for system in PEER_SYSTEMS]
         results["latency_sweep"], results["latency_sweep_replicas"] = by_latency, lat_r
-        results["peers"] = peers
-        print(f"\nthe peers, {lat_r} processes x {c}, {emails} emails each from a backlog;"
-              " CPU ms/email = senders + store:", flush=True)  # fmt: skip
+        results["peers"], results["peer_rounds"] = peers, rounds
+        print(f"\nthe peers, {lat_r} processes x {c}, {emails} emails each from a backlog, median of {rounds}"
+              f" round(s); CPU ms/email = senders + store; lost and duplicates summed over the rounds:",
+              flush=True)  # fmt: skip
         print_table(PEER_HEADER, peer_table(peers))
         print(flush=True)
         claims = []
@@ -885,10 +1022,13 @@ def main(argv: list[str] | None = None) -> int:
             rate = run_enqueue(bench, k, 2.0 if tiny else 8.0)
             results["enqueue"].append({"connections": k, "per_s": rate})
             print(f"enqueue on {k} connection(s), one transaction each: {rate:.0f}/s", flush=True)
-        results["table_size"] = []
-        for h in history:
-            lat = claim_latency(bench, h, claims_per_table)
-            results["table_size"].append(lat)
+        results["table_size"] = claim_rates(bench, history, claims_per_table)
+        print(
+            f"(InnoDB settled for {results['table_size'][0]['settle_s']:.0f} s after the fixtures)",
+            flush=True,
+        )
+        for lat in results["table_size"]:
+            h = lat["history_rows"]
             print(
                 f"claim_batch(8) with {h} terminal rows: p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms,"
                 f" {lat['claims_per_s']:.0f} claims/s",
