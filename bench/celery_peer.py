@@ -12,12 +12,13 @@ redelivers it instead of dropping it), `worker_prefetch_multiplier=1`, no result
 1. a private `redis-server` (the binary, on a free port, in a temp directory; in memory only:
    `--save "" --appendonly no`, so the broker does no disk writes, where the outbox's database commits
    every row with an fsync);
-2. N tasks enqueued first, a backlog, on the queue `emails`;
-3. R real `celery worker` processes (`--pool threads --concurrency C`) started consuming only a queue
-   nothing is sent to, and waited for until each answers a ping;
-4. then `add_consumer("emails")` is broadcast, and the clock runs from that broadcast until the
-   endpoint has accepted N sends. As with the outbox (whose rows are held until its workers are
-   healthy), no start-up is timed;
+2. N tasks enqueued first, a backlog, on a queue `held` that no worker consumes;
+3. R real `celery worker` processes (`--pool threads --concurrency C`) started on the empty queue
+   `emails`, and waited for until each answers a ping;
+4. then the backlog appears on `emails` at once (kombu's Redis transport keeps a queue as a list of
+   that name, and RENAME moves the whole list and wakes the workers' blocked BRPOP), and the clock
+   runs from there until the endpoint has taken N sends. As with the outbox (whose rows are held
+   until its workers are healthy, then made due at once), no start-up is timed;
 5. CPU of the workers and of redis-server over that interval, from /proc.
 
 The worker processes import this module (`celery -A celery_peer`); the broker's address reaches them
@@ -44,7 +45,7 @@ from celery.signals import worker_ready
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "emails"
-IDLE_QUEUE = "idle"  # what the workers consume until they are released
+HOLD_QUEUE = "held"  # where the backlog waits until the workers are up
 
 SETTINGS: dict[str, Any] = {
     "task_acks_late": True,
@@ -157,6 +158,11 @@ class RedisServer:
                 time.sleep(0.05)
         client.close()
 
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis(host="127.0.0.1", port=self.port)
+
     @property
     def pid(self) -> int:
         return self.proc.pid
@@ -189,7 +195,7 @@ def _enqueue(client: Celery, emails: int) -> float:
     started = time.monotonic()
     with client.producer_or_acquire() as producer:
         for i in range(emails):
-            client.send_task(send_email.name, (i,), queue=QUEUE, producer=producer)
+            client.send_task(send_email.name, (i,), queue=HOLD_QUEUE, producer=producer)
     return time.monotonic() - started
 
 
@@ -260,7 +266,7 @@ def run_celery(
                         "--hostname",
                         name,
                         "--queues",
-                        IDLE_QUEUE,
+                        QUEUE,
                         "--without-gossip",
                         "--without-mingle",
                         "--without-heartbeat",
@@ -272,11 +278,17 @@ def run_celery(
                 )
             )
         _wait_ready(client, names, procs, log_dir)
+        admin = redis_server.client()
+        held = admin.llen(HOLD_QUEUE)
+        if held != emails:
+            raise RuntimeError(f"{held} of {emails} tasks are in the backlog")
         pids = [p.pid for p in procs] + [redis_server.pid]
         cpu0 = {pid: _cpu_seconds(pid) for pid in pids}
         base = sent()
         started = time.monotonic()
-        client.control.add_consumer(QUEUE, destination=names, reply=False)
+        # The backlog appears on the workers' queue at once: kombu's Redis transport keeps a queue as
+        # a list of that name, and RENAME wakes the workers' blocked BRPOP on it.
+        admin.rename(HOLD_QUEUE, QUEUE)
         # Until the endpoint has taken N sends; a run that stops short (no send for `stall` seconds)
         # ends there, and its missing ids show as lost in the endpoint's records.
         deadline, done, last_progress = started + timeout, 0, started
@@ -291,6 +303,7 @@ def run_celery(
                 raise RuntimeError(f"a celery worker exited; see {log_dir}/celery-*.log")
             time.sleep(0.05)
         elapsed = last_progress - started if done < emails else time.monotonic() - started
+        admin.close()
         cpu = {pid: _cpu_seconds(pid) - cpu0[pid] for pid in pids}
         worker_cpu = sum(cpu[p.pid] for p in procs)
         broker_cpu = cpu[redis_server.pid]

@@ -829,10 +829,10 @@ it accepted more than once.
 - **Celery + Redis** (`bench/celery_peer.py`): Celery {results.get("celery_version", "?")} with redis-py and a
   private `redis-server` ({results.get("redis_version", "?")}, in memory only: `--save "" --appendonly no`).
   `task_acks_late=True`, `worker_prefetch_multiplier=1`, no result backend, {r} `celery worker`
-  processes with `--pool threads --concurrency 8`. The tasks are enqueued first; the workers start
-  consuming a queue nothing is sent to, and once each answers a ping they are told to consume the
-  backlog's queue (`add_consumer`), and the clock starts. It stops when the endpoint has taken all
-  the sends.
+  processes with `--pool threads --concurrency 8`. The tasks are enqueued first, on a queue no
+  worker consumes; the workers start on their empty queue, and once each answers a ping the backlog
+  is moved onto it at once (a Redis `RENAME` of the list kombu keeps the queue in, which wakes the
+  workers' blocked `BRPOP`) and the clock starts. It stops when the endpoint has taken all the sends.
 - **Outbox**: {r} worker replicas {X} concurrency 8 on the durable database; the clock runs from making
   the held rows due until every row is final.
 
