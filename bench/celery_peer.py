@@ -93,18 +93,19 @@ def _warm_up(**_: Any) -> None:
     ses_client()  # built before the release, as the bare loop builds its client before `go`
 
 
+def celery_id(i: int) -> str:
+    """The unique id send `i` carries in its `outbox_id` EmailTag."""
+    return f"celery-{i}"
+
+
 @app.task(name="send_email", acks_late=True, ignore_result=True)
 def send_email(i: int) -> None:
     ses_client().send_email(
         FromEmailAddress="shop@example.com",
         Destination={"ToAddresses": [f"user{i}@example.com"]},
         Content={"Simple": {"Subject": {"Data": f"subject {i}"}, "Body": {"Text": {"Data": "hello"}}}},
-        EmailTags=[{"Name": "outbox_id", "Value": f"celery-{i}"}],
+        EmailTags=[{"Name": "outbox_id", "Value": celery_id(i)}],
     )
-
-
-def celery_id(i: int) -> str:
-    return f"celery-{i}"
 
 
 # --- the harness side --------------------------------------------------------------------------------
