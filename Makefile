@@ -10,12 +10,12 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[test,bench]"
 	@touch $@
 
-# A database server binary (mariadbd or mysqld) and the command-line client the tests drive.
-# Installed from Debian's packages when missing; the tests and the demo start private servers
-# from the binary, never a system service.
+# A database server binary (mariadbd or mysqld) and the command-line client the tests drive, and
+# redis-server for the benchmark's Celery peer. Installed from Debian's packages when missing; the
+# tests, the benchmark and the demo start private servers from the binaries, never a system service.
 system-deps:
 	@bash db/ensure-server-binary.sh
 

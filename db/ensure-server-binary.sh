@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Make sure a MariaDB/MySQL server binary and client are installed; install Debian's MariaDB if not.
+# Also redis-server, for the benchmark's Celery + Redis peer (bench/celery_peer.py).
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
@@ -14,6 +15,21 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
+# The Celery + Redis peer of bench/throughput.py (its tiny run is in `make test`) starts a private
+# redis-server from the binary, on a free port in a temp directory, as the tests do with mariadbd.
+ensure_redis() {
+  command -v redis-server >/dev/null 2>&1 && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no redis-server on PATH and no apt-get: install redis-server for the benchmark's Celery peer" >&2
+    return 0
+  fi
+  echo "installing redis-server from Debian's packages for the benchmark's Celery peer"
+  # A system service the package may start is left alone: nothing here connects to it.
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      --no-install-recommends redis-server >/dev/null; } \
+    || echo "could not install redis-server: the benchmark's Celery peer will fail" >&2
+}
+ensure_redis
 if have_server && have_client; then
   if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
     echo "installing galera-4, mariadb-backup and socat for the cluster tests"
