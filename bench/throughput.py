@@ -54,6 +54,7 @@ from typing import Any
 import mysql.connector
 from email_outbox.devtools.dbserver import PrivateServer, free_port
 from email_outbox.devtools.localdb import migrate_for_local_use
+from email_outbox.devtools.worker_process import spawn_worker
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.repository import OutboxRepository
 
@@ -259,17 +260,13 @@ def spawn_workers(
 ) -> list[tuple[subprocess.Popen[bytes], int]]:
     procs = []
     for r in range(replicas):
-        port = free_port()
-        env = {**os.environ, **aws_env(endpoint.url), "EMAIL_OUTBOX_DSN": dsn.url(),
-               "EMAIL_OUTBOX_DEFAULT_FROM": "shop@example.com"}  # fmt: skip
-        log = open(log_dir / f"worker-{r}.log", "wb")  # noqa: SIM115 - lives with the process
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "email_outbox.cli", "worker", "--worker-id", f"bench-{r}",
-             "--concurrency", str(concurrency), "--batch-size", str(concurrency), "--poll-interval", "0.05",
-             "--metrics-port", str(port), "--stats-interval", "3600"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+        worker = spawn_worker(
+            dsn, endpoint.url, log_dir, f"bench-{r}", env=aws_env(endpoint.url),
+            concurrency=concurrency, batch_size=concurrency, poll_interval=0.05,
+            metrics_port=free_port(), stats_interval=3600,
         )  # fmt: skip
-        procs.append((proc, port))
+        assert worker.metrics_port is not None
+        procs.append((worker.proc, worker.metrics_port))
     return procs
 
 
