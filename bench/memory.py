@@ -1,5 +1,6 @@
 """The worker's peak memory with large bodies (issue 13, finding 7): 8 emails of 16,000,000 bytes,
-batch 8, concurrency 8, delivered by a real worker process to the local SES endpoint.
+batch 8, concurrency 8, delivered by a real worker process to the local SES endpoint; and with large
+attachments (issue 14): 8 emails of 10,000,000 bytes of attachment each.
 
 Two runs side by side: every body carried by the claim (the old behaviour, inline_body_bytes at its
 maximum) and the default (bodies over 256 KiB loaded per send within a 64 MiB byte budget). Prints
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import mysql.connector
+from email_outbox import Attachment, Message, enqueue_message
 from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.devtools.ses_endpoint import SesEndpoint
@@ -43,6 +45,7 @@ def run(
     inline: int,
     budget: int,
     batch: int,
+    attachments: bool = False,
 ) -> float:
     conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
     conn.cursor().execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
@@ -51,7 +54,15 @@ def run(
     migrate_for_local_use(dsn)
     repo = OutboxRepository.open(dsn)
     for i in range(emails):
-        repo.enqueue(f"{name}-{i}", f"big{i}@example.com", "large", text_body=chr(ord("a") + i % 26) * size)
+        if attachments:
+            content = bytes(range(256)) * (size // 256)
+            message = Message(to=[f"big{i}@example.com"], subject="large", text="see attached",
+                              attachments=[Attachment(f"{i}.bin", "application/octet-stream", content)])  # fmt: skip
+            enqueue_message(repo.connection, f"{name}-{i}", message)
+        else:
+            repo.enqueue(
+                f"{name}-{i}", f"big{i}@example.com", "large", text_body=chr(ord("a") + i % 26) * size
+            )
     with SesEndpoint() as endpoint:
         worker = spawn_worker(
             dsn, endpoint.url, out, name, env={"EMAIL_OUTBOX_POLL_INTERVAL": "0.2"},
@@ -69,10 +80,13 @@ def run(
 
 MIB = 1 << 20
 RUNS = [
-    ("batch 8, bodies carried by the claim (before)", 16_777_215, 16 * MIB, 8),
-    ("batch 8, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 8),
-    ("batch 1, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 1),
-    ("batch 8, bodies loaded per send, 64 MiB budget", 256 * 1024, 64 * MIB, 8),
+    ("batch 8, bodies carried by the claim (before)", 16_777_215, 16 * MIB, 8, False),
+    ("batch 8, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 8, False),
+    ("batch 1, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 1, False),
+    ("batch 8, bodies loaded per send, 64 MiB budget", 256 * 1024, 64 * MIB, 8, False),
+    # Issue 14: attachments stay in their table until their send, within the same budget.
+    ("batch 8, attachments loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 8, True),
+    ("batch 8, attachments loaded per send, 64 MiB budget", 256 * 1024, 64 * MIB, 8, True),
 ]
 
 
@@ -81,21 +95,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true")
     args = parser.parse_args(argv)
     emails, size = (4, 2_000_000) if args.tiny else (8, 16_000_000)
+    attachment_size = 2_000_000 if args.tiny else 10_000_000
     with tempfile.TemporaryDirectory(prefix="memory-") as base:
         server = PrivateServer(Path(base) / "db", extra_args=["--max-allowed-packet=256M"])
         server.start()
         try:
             results = {
                 label: run(
-                    server, f"run{n}", emails, size, Path(base), inline=inline, budget=budget, batch=batch
+                    server,
+                    f"run{n}",
+                    emails,
+                    attachment_size if attach else size,
+                    Path(base),
+                    inline=inline,
+                    budget=budget,
+                    batch=batch,
+                    attachments=attach,
                 )
-                for n, (label, inline, budget, batch) in enumerate(RUNS)
+                for n, (label, inline, budget, batch, attach) in enumerate(RUNS)
             }
         finally:
             server.stop()
-    print(f"{emails} emails of {size:,} bytes, concurrency 8: the worker's peak RSS")
+    print(f"{emails} emails of {size:,} bytes of body or {attachment_size:,} bytes of attachment, concurrency 8:"
+          " the worker's peak RSS")  # fmt: skip
     for label, peak in results.items():
-        print(f"  {label:<58} {peak:7.1f} MB")
+        print(f"  {label:<62} {peak:7.1f} MB")
     return 0
 
 

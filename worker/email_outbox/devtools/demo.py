@@ -7,6 +7,7 @@ endpoint rejects), three worker replicas until the outbox drains, and a summary.
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import mysql.connector
 
+from email_outbox import Attachment, Message, enqueue_message
 from email_outbox.cli import main as operator_main
 from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.devtools.localdb import migrate_for_local_use
@@ -24,6 +26,22 @@ from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
 EMAILS = 300
+INVOICE = Message(
+    sender="Demo Shop <shop@example.com>",
+    to=["Ann Lee <ann@example.com>"],
+    cc=["Bookkeeping <books@example.com>"],
+    bcc=["archive@example.com"],
+    reply_to=["Billing help <billing@example.com>"],
+    subject="Invoice 1001",
+    text="Hello Ann, your invoice is attached.",
+    html="<p>Hello Ann, your invoice is attached.</p>",
+    headers={
+        "List-Unsubscribe": "<https://example.com/unsubscribe/ann>",
+        "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+    },
+    tags={"kind": "invoice", "tenant": "demo"},
+    attachments=[Attachment("invoice-1001.pdf", "application/pdf", b"%PDF-1.4 demo invoice 1001")],
+)
 REPLICAS = 3
 REJECT_EVERY = 25
 
@@ -62,6 +80,10 @@ def main() -> int:
         print(
             f"enqueued {EMAILS} emails ({len(range(0, EMAILS, REJECT_EVERY))} to addresses the endpoint rejects)"
         )
+        invoice_id = enqueue_message(repo.connection, "demo-invoice-1001", INVOICE).attempt_id
+        print(
+            f"enqueued 1 whole message (cc, bcc, reply-to, headers, tags, a PDF attachment) as id {invoice_id}"
+        )
 
         logs = base / "logs"
         logs.mkdir(exist_ok=True)
@@ -89,12 +111,15 @@ def main() -> int:
             f" sent more than once: {sum(1 for c in accepted.values() if c > 1)}"
         )
         # What an operator sees afterwards: the status table, the rejected emails, one email's history.
+        print_sent_message(endpoint, invoice_id)
+        invoice_sent = repo.get_row(invoice_id).status is Status.SENT
         for command in (["status"], ["list", "--status", "Failed", "--limit", "3"], ["show", "2"]):
             print("\n$ email-outbox " + " ".join(command))
             operator_main([*command, "--dsn", dsn.url()])
         print()
         repo.close()
         ok = counts[Status.SENT] == len(accepted) == sum(accepted.values()) and all(c == 0 for c in codes)
+        ok = ok and invoice_sent
         print("demo OK" if ok else "demo FAILED: the accounting does not add up")
         return 0 if ok else 1
     finally:
@@ -102,6 +127,24 @@ def main() -> int:
             worker.kill()
         endpoint.stop() if endpoint.thread.is_alive() else None
         server.stop()
+
+
+def print_sent_message(endpoint: SesEndpoint, attempt_id: int) -> None:
+    """What SES was asked to send for the whole message, as the local endpoint recorded it."""
+    (request,) = [m.request for m in endpoint.accepted() if m.outbox_id == str(attempt_id)]
+    simple = request["Content"]["Simple"]
+    print(f"\nwhat SES received for id {attempt_id}:")
+    print(f"  From      {request['FromEmailAddress']}")
+    for key, addresses in request["Destination"].items():
+        print(f"  {key.removesuffix('Addresses'):<9} {', '.join(addresses)}")
+    print(f"  Reply-To  {', '.join(request.get('ReplyToAddresses', []))}")
+    print(f"  Subject   {simple['Subject']['Data']}")
+    for header in simple.get("Headers", []):
+        print(f"  header    {header['Name']}: {header['Value']}")
+    print("  tags      " + ", ".join(f"{t['Name']}={t['Value']}" for t in request["EmailTags"]))
+    for a in simple.get("Attachments", []):
+        size = len(base64.b64decode(a["RawContent"]))
+        print(f"  attached  {a['FileName']} ({a['ContentType']}, {size} bytes)")
 
 
 if __name__ == "__main__":
