@@ -309,3 +309,18 @@ def test_enqueue_json_takes_the_same_document(
         "SELECT content FROM email_attachments WHERE attempt_id = %s AND position = 0", (row.id,)
     )
     assert bytes(stored[0]["content"]) == EVERY_BYTE
+
+
+def test_show_lists_the_attachments_and_the_message_options(
+    dsn: DatabaseDsn, repo: OutboxRepository, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from email_outbox.cli import main
+
+    attempt_id = enqueue_message(repo.connection, "shown", full_message()).attempt_id
+    assert main(["show", str(attempt_id), "--dsn", dsn.url()]) == 0
+    out = capsys.readouterr().out
+    assert "attachments (3):" in out and "every-byte.bin" in out and str(len(EVERY_BYTE)) in out
+    assert "List-Unsubscribe-Post" in out, "the headers are in message_options"
+    assert main(["show", str(attempt_id), "--json", "--dsn", dsn.url()]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [a["filename"] for a in data["attachments"]] == ["every-byte.bin", "logo.png", "Rechnung März.pdf"]

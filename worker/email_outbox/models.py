@@ -132,6 +132,9 @@ class DeliveryRow:
     sent_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    # email_enqueue_message's recipients, reply-to, headers, tags, configuration set or template (JSON).
+    message_options: str | None = None
+    attachment_bytes: int = 0
 
 
 @dataclass(frozen=True)

@@ -149,14 +149,25 @@ def cmd_show(args: argparse.Namespace) -> int:
             else repo.get_row_by_notification_id(args.notification_id)
         )
         events = repo.events(row.id)
+        attachments = repo.attachments_of(row.id)
     if args.json:
-        print_json({"row": asdict(row), "events": [asdict(e) for e in events]})
+        print_json({"row": asdict(row), "attachments": attachments, "events": [asdict(e) for e in events]})
         return EXIT_OK
     fields = asdict(row)
     width = max(len(k) for k in fields)
     for key, value in fields.items():
         shown = when(value) + " UTC" if isinstance(value, datetime) else ("-" if value is None else value)
         print(f"{key:<{width}}  {visible(str(shown))}")
+    if attachments:
+        print()
+        print(f"attachments ({len(attachments)}):")
+        print(
+            table(
+                ["#", "filename", "content type", "disposition", "content id", "bytes"],
+                [[str(a["position"]), a["filename"], a["content_type"], a["disposition"], a["content_id"] or "-",
+                  "-" if a["bytes"] is None else str(a["bytes"])] for a in attachments],
+            )
+        )  # fmt: skip
     print()
     print(f"history ({len(events)} events):")
     print(

@@ -36,7 +36,8 @@ from email_outbox.routines import parameter_names
 _ROW_COLUMNS = (
     "id, notification_id, to_address, from_address, subject, status, attempt_count, max_attempts,"
     " next_attempt_at, claim_token, claimed_by, claimed_at, lease_expires_at, last_attempt_at,"
-    " last_error_code, last_error_message, provider_message_id, sent_at, created_at, updated_at"
+    " last_error_code, last_error_message, provider_message_id, sent_at, created_at, updated_at,"
+    " message_options, attachment_bytes"
 )
 
 
@@ -369,6 +370,15 @@ class OutboxRepository:
             raise NotFound(f"no email with id {attempt_id}")
         return _delivery_row(rows[0])
 
+    def attachments_of(self, attempt_id: int) -> list[dict[str, Any]]:
+        """What an email carries as attachments, without their content: position, filename,
+        content_type, disposition, content_id, bytes (none once its bodies are purged)."""
+        return self._select(
+            "SELECT position, filename, content_type, disposition, content_id, LENGTH(content) AS bytes"
+            " FROM email_attachments WHERE attempt_id = %s ORDER BY position",
+            (attempt_id,),
+        )
+
     def get_row_by_notification_id(self, notification_id: str) -> DeliveryRow:
         rows = self._select(
             f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE notification_id = %s",
@@ -473,6 +483,8 @@ def _delivery_row(r: dict[str, Any]) -> DeliveryRow:
         sent_at=r["sent_at"],
         created_at=r["created_at"],
         updated_at=r["updated_at"],
+        message_options=r.get("message_options"),
+        attachment_bytes=int(r.get("attachment_bytes") or 0),
     )
 
 
