@@ -18,6 +18,7 @@ BEGIN
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE v_attempt_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_own INT DEFAULT NULL;
+  DECLARE v_suppressed INT DEFAULT 0;
   -- The duplicate key is an answer, not an error. Every other error (deadlock included) undoes this
   -- call's writes, leaves the caller's earlier writes alone, and reaches the caller.
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
@@ -74,6 +75,8 @@ BEGIN
   IF v_duplicate = 0 THEN
     SET v_attempt_id = LAST_INSERT_ID();
     CALL email_internal_record_event(v_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
+    -- Issue 15: to a suppressed address, the new row ends Failed at once and is never sent.
+    CALL email_internal_fail_if_suppressed(v_attempt_id, v_now, SESSION_USER(), v_suppressed);
   ELSE
     -- A locking read sees the committed row even when the caller's snapshot predates it.
     SELECT id INTO v_attempt_id FROM email_delivery_attempts

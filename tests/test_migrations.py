@@ -272,7 +272,9 @@ def test_tables_are_utf8mb4_innodb(dsn: DatabaseDsn) -> None:
         rows = cur.fetchall()
     finally:
         conn.close()
-    assert len(rows) == 5, rows  # attempts, events, senders and their log, the migration lock
+    # attempts, events, senders and their log, the migration lock; provider events, delivery status,
+    # the suppression list and its log
+    assert len(rows) == 9, rows
     for _name, engine, collation in rows:  # type: ignore[misc]
         assert engine == "InnoDB" and str(collation).startswith("utf8mb4")
 
