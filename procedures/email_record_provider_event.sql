@@ -93,7 +93,7 @@ BEGIN
   -- Match. SES's MessageId is unique and decides; the outbox_id tag is this outbox's own word, which
   -- another outbox sharing the SES account may also use, so a tag counts only for a row to that recipient.
   SELECT id INTO v_mid_row FROM email_delivery_attempts
-   WHERE provider_message_id = p_ses_message_id LIMIT 1;
+   WHERE provider_message_id = p_ses_message_id COLLATE utf8mb4_unicode_ci LIMIT 1;
   IF p_outbox_id REGEXP '^[0-9]{1,19}$' THEN
     SET v_tag_id = CAST(p_outbox_id AS UNSIGNED);
     SELECT id, to_address, provider_message_id INTO v_tag_row, v_tag_to, v_tag_mid
