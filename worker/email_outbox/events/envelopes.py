@@ -28,6 +28,8 @@ def records_in(body: str | bytes) -> list[dict[str, Any]]:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedMessage(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise MalformedMessage("not JSON this reader accepts: nested too deeply") from None
     return unwrap(document)
 
 
@@ -45,8 +47,8 @@ def unwrap(document: Any, depth: int = 0) -> list[dict[str, Any]]:
             raise MalformedMessage("SNS notification whose Message is not a string")
         try:
             inner = json.loads(message)
-        except ValueError as exc:
-            raise MalformedMessage(f"SNS notification whose Message is not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise MalformedMessage(f"SNS notification whose Message is not JSON: {exc!s:.200}") from None
         return unwrap(inner, depth + 1)
     if "detail" in document and "detail-type" in document:
         detail = document["detail"]

@@ -69,6 +69,8 @@ def parse_message(body: str | bytes) -> Parsed:
                 parsed.skipped += 1
     except MalformedMessage as exc:
         return Parsed(malformed=str(exc))
+    except Exception as exc:  # a shape no rule foresaw: this message is malformed, the batch goes on
+        return Parsed(malformed=f"unreadable record ({type(exc).__name__}: {exc!s:.200})")
     return parsed
 
 
