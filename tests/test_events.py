@@ -362,3 +362,51 @@ def test_from_file_reads_every_shape_and_show_and_status_print_the_figures(
     array.write_text(json.dumps([record("Send", "ses-f1", "jo@example.com", str(a), at)]))
     assert main(["events", "--from-file", str(array), "--dsn", url]) == 0
     assert "duplicates 1" in capsys.readouterr().out
+
+
+def test_the_events_role_records_events_and_nothing_else(
+    server: object, dsn: object, repo: OutboxRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from email_outbox.dsn import DatabaseDsn
+    from email_outbox.errors import AccessDenied
+
+    base: DatabaseDsn = dsn  # type: ignore[assignment]
+    user = f"eo_events_{token()[:8]}"
+    monkeypatch.setenv("EVENTS_ROLE_PASSWORD", "Ev3nts-pass")
+    assert (
+        main(
+            [
+                "grant",
+                "events",
+                f"{user}@%",
+                "--dsn",
+                base.url(),
+                "--create",
+                "--password-env",
+                "EVENTS_ROLE_PASSWORD",
+            ]
+        )
+        == 0
+    )
+    events_repo = OutboxRepository.open(
+        DatabaseDsn(user, "Ev3nts-pass", base.host, base.port, base.database, base.unix_socket)
+    )
+    try:
+        attempt_id = unknown_row(repo, "role-1")
+        at = db_now(repo) - timedelta(minutes=1)
+        done = Ingestor(events_repo, "ev").ingest(
+            [json.dumps(record("Send", "ses-role", "ann@example.com", str(attempt_id), at))]
+        )
+        assert done == [True] and repo.get_row(attempt_id).status is Status.SENT
+        assert events_repo.provider_stats(86400, 900).sends == 1
+        with pytest.raises(AccessDenied):
+            events_repo.claim_batch(token(), "ev", 60, 1)
+        with pytest.raises(AccessDenied):
+            events_repo.get_row(attempt_id)
+        with pytest.raises(AccessDenied):
+            events_repo.suppression_remove("ann@example.com", "ev", "no")
+    finally:
+        events_repo.close()
+        conn = server.admin_connection()  # type: ignore[attr-defined]
+        conn.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        conn.close()

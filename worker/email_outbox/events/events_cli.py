@@ -36,7 +36,10 @@ def cmd_events(args: argparse.Namespace) -> int:
         raise InvalidInput("--batch-size must be 1 to 1000")
     if not 0 <= args.wait_seconds <= 20:
         raise InvalidInput("--wait-seconds must be 0 to 20 (SQS's long-poll limit)")
-    configure_logging(args.log_format)
+    if args.sqs_queue_url is not None:
+        # The long-running service logs in the worker's format; a one-shot --from-file run keeps
+        # Python's own handling (warnings to the stderr of the moment).
+        configure_logging(args.log_format)
     dsn = dsn_from(args)
     consumer_id = args.consumer_id or f"events@{socket.gethostname()}:{os.getpid()}"
     stop = threading.Event()
