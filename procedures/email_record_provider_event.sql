@@ -47,6 +47,10 @@ BEGIN
   DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE v_own INT DEFAULT NULL;
+  DECLARE v_all TEXT CHARACTER SET utf8mb4;
+  DECLARE v_mid VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+  DECLARE v_status VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_tag_status VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   -- A look-up that finds no row is an answer (not ours), not a condition for the caller.
   DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
@@ -81,22 +85,29 @@ BEGIN
   IF p_recorded_by IS NULL OR CHAR_LENGTH(TRIM(p_recorded_by)) < 1 OR CHAR_LENGTH(p_recorded_by) > 191 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: recorded_by must be 1 to 191 characters, not blank';
   END IF;
-  CALL email_internal_check_text('email_record_provider_event', 'ses_message_id', p_ses_message_id, 'text');
-  CALL email_internal_check_text('email_record_provider_event', 'outbox_id', p_outbox_id, 'text');
-  CALL email_internal_check_text('email_record_provider_event', 'recipient', p_recipient, 'text');
-  CALL email_internal_check_text('email_record_provider_event', 'kind', p_kind, 'text');
-  CALL email_internal_check_text('email_record_provider_event', 'subkind', p_subkind, 'text');
-  CALL email_internal_check_text('email_record_provider_event', 'detail', p_detail, 'text');
-  CALL email_internal_check_text('email_record_provider_event', 'recorded_by', p_recorded_by, 'text');
+  -- The text rules (email_internal_check_text) once over every field together, the hot path of a
+  -- batch; only when that fails is each field checked alone, so the error names the one at fault.
+  SET v_all = CONCAT_WS(' ', p_ses_message_id, p_outbox_id, p_recipient, p_kind, p_subkind, p_detail, p_recorded_by);
+  IF v_all REGEXP REPLACE('[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}]',
+                          '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin) THEN
+    CALL email_internal_check_text('email_record_provider_event', 'ses_message_id', p_ses_message_id, 'text');
+    CALL email_internal_check_text('email_record_provider_event', 'outbox_id', p_outbox_id, 'text');
+    CALL email_internal_check_text('email_record_provider_event', 'recipient', p_recipient, 'text');
+    CALL email_internal_check_text('email_record_provider_event', 'kind', p_kind, 'text');
+    CALL email_internal_check_text('email_record_provider_event', 'subkind', p_subkind, 'text');
+    CALL email_internal_check_text('email_record_provider_event', 'detail', p_detail, 'text');
+    CALL email_internal_check_text('email_record_provider_event', 'recorded_by', p_recorded_by, 'text');
+  END IF;
+  SET v_mid = p_ses_message_id;
 
   CALL email_internal_address_key(p_recipient, v_recipient_key);
   -- Match. SES's MessageId is unique and decides; the outbox_id tag is this outbox's own word, which
   -- another outbox sharing the SES account may also use, so a tag counts only for a row to that recipient.
-  SELECT id INTO v_mid_row FROM email_delivery_attempts
-   WHERE provider_message_id = p_ses_message_id COLLATE utf8mb4_unicode_ci LIMIT 1;
+  SELECT id, status INTO v_mid_row, v_status FROM email_delivery_attempts
+   WHERE provider_message_id = v_mid LIMIT 1;
   IF p_outbox_id REGEXP '^[0-9]{1,19}$' THEN
     SET v_tag_id = CAST(p_outbox_id AS UNSIGNED);
-    SELECT id, to_address, provider_message_id INTO v_tag_row, v_tag_to, v_tag_mid
+    SELECT id, to_address, provider_message_id, status INTO v_tag_row, v_tag_to, v_tag_mid, v_tag_status
       FROM email_delivery_attempts WHERE id = v_tag_id;
     IF v_tag_row IS NOT NULL AND v_recipient_key IS NOT NULL THEN
       CALL email_internal_address_key(v_tag_to, v_row_key);
@@ -117,7 +128,7 @@ BEGIN
       SET v_note = CONCAT_WS('; ', v_note, 'matched by MessageId (no usable outbox_id tag)');
     END IF;
   ELSEIF v_tag_row IS NOT NULL THEN
-    SET v_attempt = v_tag_row;
+    SET v_attempt = v_tag_row, v_status = v_tag_status;
     IF v_tag_mid IS NULL THEN
       SET v_note = 'matched by outbox_id tag; the MessageId was not yet known to the outbox';
     ELSE
@@ -162,8 +173,12 @@ BEGIN
         event_count = event_count + 1,
         updated_at = v_now,
         state_order = GREATEST(state_order, v_order);
-      CALL email_internal_resolve_from_event(v_attempt, v_now, v_type, p_ses_message_id, p_event_at, v_note,
-                                             p_recorded_by, v_resolved);
+      -- Only an UnknownOutcome row can be settled (the update is guarded by status anyway). A row that
+      -- became UnknownOutcome after this read is settled by email_resolve_unknown_from_evidence.
+      IF v_status = 'UnknownOutcome' THEN
+        CALL email_internal_resolve_from_event(v_attempt, v_now, v_type, p_ses_message_id, p_event_at, v_note,
+                                               p_recorded_by, v_resolved);
+      END IF;
       IF (v_type = 'Bounce' AND (p_kind = 'Permanent' OR p_subkind = 'OnAccountSuppressionList'))
          OR (v_type = 'Complaint' AND COALESCE(p_kind, '') <> 'not-spam') THEN
         SET v_address = p_recipient;
