@@ -18,6 +18,7 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_outcome VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_requeued VARCHAR(200) CHARACTER SET utf8mb4 DEFAULT '';
   SET p_to = NULL;
   IF p_event_type IN ('Send', 'Delivery', 'Bounce', 'Complaint', 'DeliveryDelay') THEN
     SET v_outcome = 'Sent';
@@ -38,10 +39,15 @@ BEGIN
        AND status = 'UnknownOutcome';
     IF ROW_COUNT() = 1 THEN
       SET p_to = v_outcome;
+      -- A row an operator requeued may have reached SES more than once: say so beside the evidence.
+      IF EXISTS (SELECT 1 FROM email_delivery_events
+                  WHERE attempt_id = p_id AND from_status = 'UnknownOutcome' AND to_status = 'Pending') THEN
+        SET v_requeued = '; the row was requeued after an earlier UnknownOutcome, so SES may have accepted more than one send: this evidence is for the MessageId named';
+      END IF;
       CALL email_internal_record_event(p_id, p_now, 'UnknownOutcome', v_outcome, NULL, p_actor,
         LEFT(CONCAT('resolved as ', v_outcome, ' from SES evidence: ', p_event_type, ' event, SES MessageId ',
                     p_ses_message_id, ', event time ', DATE_FORMAT(p_event_at, '%Y-%m-%dT%H:%i:%s.%fZ'),
-                    COALESCE(CONCAT('; ', p_note), '')), 2000));
+                    COALESCE(CONCAT('; ', p_note), ''), v_requeued), 2000));
     END IF;
   END IF;
 END

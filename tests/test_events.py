@@ -83,6 +83,7 @@ def test_evidence_resolves_unknown_outcome_to_sent_with_an_audit_event_naming_it
     attempt_id = unknown_row(repo, "u-1")
     at = datetime(2026, 12, 1, 10, 0, 0)
     ingestor = ingest(repo, record("Delivery", "ses-111", "ann@example.com", str(attempt_id), at))
+    history = len(repo.events(attempt_id))
     row = repo.get_row(attempt_id)
     assert row.status is Status.SENT and row.provider_message_id == "ses-111"
     last = repo.events(attempt_id)[-1]
@@ -93,7 +94,7 @@ def test_evidence_resolves_unknown_outcome_to_sent_with_an_audit_event_naming_it
     # Redelivered and replayed: nothing changes.
     again = ingest(repo, record("Delivery", "ses-111", "ann@example.com", str(attempt_id), at))
     assert again.tally.duplicates == 1 and again.tally.recorded == 0
-    assert len(repo.events(attempt_id)) == len(repo.events(attempt_id))
+    assert len(repo.events(attempt_id)) == history
     assert scalar(repo, "SELECT COUNT(*) FROM email_provider_events") == 1
 
 
@@ -175,7 +176,13 @@ def test_messageid_decides_when_the_tag_disagrees(repo: OutboxRepository) -> Non
 def test_requeued_row_sent_twice_keeps_its_first_message_id_and_says_so(repo: OutboxRepository) -> None:
     at = datetime(2026, 12, 1, 10, 0, 0)
     attempt_id = unknown_row(repo, "twice", "eve@example.com")
+    # Requeued by an operator, and ambiguous again: SES may have accepted both sends.
+    assert repo.requeue_unknown_outcome(attempt_id, "alice", "no Send event yet") == 1
+    t = token()
+    assert repo.try_claim(attempt_id, t, "w1", 60) == 1
+    assert repo.finalize_unknown(attempt_id, t, "read timeout again") == 1
     ingest(repo, record("Send", "ses-1", "eve@example.com", str(attempt_id), at))
+    assert "requeued after an earlier UnknownOutcome" in (repo.events(attempt_id)[-1].detail or "")
     ingest(repo, record("Send", "ses-2", "eve@example.com", str(attempt_id), at, after=30))
     assert repo.get_row(attempt_id).provider_message_id == "ses-1"
     notes = [e.match_note or "" for e in repo.provider_events(attempt_id)]
@@ -410,3 +417,24 @@ def test_the_events_role_records_events_and_nothing_else(
         conn = server.admin_connection()  # type: ignore[attr-defined]
         conn.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
         conn.close()
+
+
+def test_the_consumers_metrics_show_events_by_type_and_both_rates(repo: OutboxRepository) -> None:
+    from email_outbox.events.metrics import EventsCollector
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    now = db_now(repo)
+    attempt_id = sent_row(repo, "met-1", "ses-met", "met@example.com")
+    ingestor = ingest(
+        repo,
+        record("Send", "ses-met", "met@example.com", str(attempt_id), now - timedelta(minutes=2)),
+        record("Bounce", "ses-met", "met@example.com", str(attempt_id), now - timedelta(minutes=2)),
+    )
+    collector = EventsCollector(ingestor.tally)
+    collector.stats = repo.provider_stats(86400, 900)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    text = generate_latest(registry).decode()
+    assert 'email_outbox_provider_events_total{type="Bounce"} 1.0' in text
+    assert 'email_outbox_provider_event_outcomes_total{outcome="recorded"} 2.0' in text
+    assert "email_outbox_bounce_rate_24h 1.0" in text and "email_outbox_complaint_rate_24h 0.0" in text

@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from email_outbox import failpoints
 from email_outbox.config import aws_region
@@ -137,6 +138,11 @@ class SqsConsumer:
                 log.error("batch failed; its messages come back later", extra={"error": str(exc)[:300]})
                 self._drop_ingestor()
                 self.stop.wait(1.0)
+            except (BotoCoreError, ClientError) as exc:
+                # SQS unreachable, throttling, credentials expiring: nothing was deleted that was not
+                # committed, so waiting and polling again is always safe.
+                log.warning("SQS call failed; polling again shortly", extra={"error": str(exc)[:300]})
+                self.stop.wait(5.0)
         return 0
 
     def _drop_ingestor(self) -> None:
