@@ -22,7 +22,7 @@ import boto3
 import pytest
 from email_outbox.devtools.dbserver import free_port
 from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
-from email_outbox.devtools.ses_events import eventbridge_event, record
+from email_outbox.devtools.ses_events import eventbridge_event, record, sns_notification
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
@@ -293,3 +293,22 @@ def test_kill_minus_9_mid_batch_loses_no_event(
         assert survivor.terminate() == 0
     assert "duplicates 0" not in survivor.log(), "the committed batch came back and was recognised"
     print(f"kill -9: {committed} events committed before the second kill; 120 recorded in the end")
+
+
+def test_sigterm_finishes_the_batch_in_hand_and_exits_0(
+    dsn: DatabaseDsn, repo: OutboxRepository, aws: Aws, tmp_path: Path
+) -> None:
+    ids = [repo.enqueue(f"t-{i}", f"t{i}@example.com", "s", text_body="t").attempt_id for i in range(300)]
+    at = datetime(2026, 12, 1, 10)
+    for i, a in enumerate(ids):
+        rec = record("Send", f"ses-t{i}", f"t{i}@example.com", str(a), at)
+        aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=json.dumps(sns_notification(rec)))
+    consumer = spawn_consumer(dsn, aws, aws.queue_url, tmp_path, "events-t", "--batch-size", "20",
+                              "--visibility-timeout", "300")  # fmt: skip
+    wait_until(lambda: recorded(repo) > 0, 60, "a first batch recorded", interval=0.02)
+    assert consumer.terminate() == 0
+    done = recorded(repo)
+    # Every message is either recorded and deleted, or still on the queue: none deleted unrecorded,
+    # none recorded and left behind (the visibility timeout is long, so nothing came back meanwhile).
+    assert aws.waiting(aws.queue_url) == 300 - done, consumer.log()[-2000:]
+    assert done < 300, "the consumer stopped before the backlog was done"
