@@ -438,3 +438,20 @@ def test_the_consumers_metrics_show_events_by_type_and_both_rates(repo: OutboxRe
     assert 'email_outbox_provider_events_total{type="Bounce"} 1.0' in text
     assert 'email_outbox_provider_event_outcomes_total{outcome="recorded"} 2.0' in text
     assert "email_outbox_bounce_rate_24h 1.0" in text and "email_outbox_complaint_rate_24h 0.0" in text
+
+
+def test_from_stdin_replays_a_firehose_style_stream(
+    repo: OutboxRepository, dsn: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    at = db_now(repo) - timedelta(minutes=1)
+    a = unknown_row(repo, "stdin-1", "lu@example.com")
+    # Firehose objects: records one after another, not always one per line.
+    stream = json.dumps(record("Send", "ses-s1", "lu@example.com", str(a), at)) + json.dumps(
+        record("Delivery", "ses-s1", "lu@example.com", str(a), at)
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO(stream + "\n"))
+    assert main(["events", "--from-file", "-", "--dsn", dsn.url()]) == 0  # type: ignore[attr-defined]
+    assert "events recorded 2" in capsys.readouterr().out
+    assert repo.get_row(a).status is Status.SENT and repo.get_row(a).provider_message_id == "ses-s1"
