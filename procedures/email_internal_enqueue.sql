@@ -24,6 +24,7 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_duplicate INT DEFAULT 0;
+  DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_message VARCHAR(300) CHARACTER SET utf8mb4;
   -- The duplicate key is an answer, not an error.
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
@@ -82,6 +83,8 @@ BEGIN
   IF v_duplicate = 0 THEN
     SET p_affected = 1, p_attempt_id = LAST_INSERT_ID();
     CALL email_internal_record_event(p_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
+    -- Issue 15: to a suppressed address, the new row ends Failed at once and is never sent.
+    CALL email_internal_fail_if_suppressed(p_attempt_id, v_now, SESSION_USER(), v_suppressed);
   ELSE
     SET p_affected = 0;
     -- A locking read sees the committed row even when the caller's snapshot predates it.

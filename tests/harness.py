@@ -19,7 +19,15 @@ from email_outbox.devtools.dbserver import PrivateServer
 from email_outbox.devtools.localdb import migrate_for_local_use
 from email_outbox.dsn import DatabaseDsn
 
-TABLES = ("email_delivery_events", "email_attachments", "email_delivery_attempts")
+TABLES = (
+    "email_delivery_events",
+    "email_attachments",
+    "email_delivery_attempts",
+    "email_provider_events",
+    "email_delivery_status",
+    "email_suppressed_addresses",
+    "email_suppressed_addresses_log",
+)
 
 
 @dataclass

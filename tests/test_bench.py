@@ -51,6 +51,7 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
     ("script", "figures"),
     [
         ("costs.py", ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000")),
+        ("events.py", ("events/s", "batch 100, 1 replica", "replay, batch 100", "durable commits")),
         (
             "memory.py",
             ("carried by the claim (before)", "loaded per send, 16 MiB budget (default)", "batch 1,"),

@@ -274,7 +274,8 @@ def test_tables_are_utf8mb4_innodb(dsn: DatabaseDsn) -> None:
         conn.close()
     names = {str(r[0]) for r in rows}  # type: ignore[index]
     assert {"email_delivery_attempts", "email_delivery_events", "email_allowed_senders", "email_attachments",
-            "email_allowed_senders_log", "email_outbox_migration_lock"} <= names, names  # fmt: skip
+            "email_allowed_senders_log", "email_outbox_migration_lock", "email_provider_events",
+            "email_delivery_status", "email_suppressed_addresses", "email_suppressed_addresses_log"} <= names, names  # fmt: skip
     for _name, engine, collation in rows:  # type: ignore[misc]
         assert engine == "InnoDB" and str(collation).startswith("utf8mb4")
 

@@ -17,6 +17,7 @@ from email_outbox.config import SETTINGS, flag_help
 from email_outbox.display import visible
 from email_outbox.dsn import resolve_dsn_text
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
+from email_outbox.events import events_cli, suppression_cli
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -79,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue_cli.register(sub)
     grant_cli.register(sub)
     senders_cli.register(sub)
+    events_cli.register(sub)
+    suppression_cli.register(sub)
     return parser
 
 

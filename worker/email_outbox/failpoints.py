@@ -15,7 +15,15 @@ import random
 import signal
 import threading
 
-POINTS = ("after_claim", "before_finalize", "during_finalize")
+POINTS = (
+    "after_claim",
+    "before_finalize",
+    "during_finalize",
+    # The events consumer (email_outbox.events): with a batch recorded but not committed, and with it
+    # committed but its messages not yet deleted from the queue.
+    "events_before_commit",
+    "events_before_delete",
+)
 
 
 def _parse(spec: str) -> dict[str, float]:

@@ -50,6 +50,18 @@ OPERATOR_PROCEDURES = (
     "email_sender_add",
     "email_sender_remove",
     "email_sender_allowed",
+    # `email-outbox suppression` and the SES figures of `status` (issue 15).
+    "email_suppression_add",
+    "email_suppression_remove",
+    "email_provider_stats",
+)
+
+# `email-outbox events`: records SES events, settles UnknownOutcome rows from their evidence, and
+# reads the 24-hour rates for its /metrics. It cannot claim, send, requeue or read a table.
+EVENTS_PROCEDURES = (
+    "email_record_provider_event",
+    "email_resolve_unknown_from_evidence",
+    "email_provider_stats",
 )
 
 OPERATOR_TABLES = (
@@ -58,12 +70,17 @@ OPERATOR_TABLES = (
     "email_delivery_events",
     "email_allowed_senders",
     "email_allowed_senders_log",
+    "email_provider_events",
+    "email_delivery_status",
+    "email_suppressed_addresses",
+    "email_suppressed_addresses_log",
 )
 
 ROLES: dict[str, tuple[str, ...]] = {
     "enqueuer": ENQUEUER_PROCEDURES,
     "worker": WORKER_PROCEDURES,
     "operator": OPERATOR_PROCEDURES,
+    "events": EVENTS_PROCEDURES,
 }
 
 # user@host as MySQL spells an account; the host part defaults to '%'.

@@ -176,3 +176,73 @@ class AllowedSender:
     added_by: str
     added_via: str
     reason: str
+
+
+# --- after SES accepted (issue 15) ----------------------------------------------------------------
+@dataclass(frozen=True)
+class RecordResult:
+    """What email_record_provider_event did with one event."""
+
+    affected: int
+    attempt_id: int | None
+    outcome: str  # 'recorded', 'duplicate' or 'unmatched'
+    resolved: str | None  # 'Sent' or 'Failed' when it settled an UnknownOutcome row
+    suppressed: bool
+
+
+@dataclass(frozen=True)
+class ProviderEventRow:
+    """A recorded SES event of one email (email_provider_events)."""
+
+    event_type: str
+    ses_message_id: str
+    recipient: str | None
+    event_at: datetime
+    kind: str | None
+    subkind: str | None
+    detail: str | None
+    match_note: str | None
+    recorded_at: datetime
+    recorded_by: str
+
+
+@dataclass(frozen=True)
+class ProviderState:
+    """An email's latest provider state (email_delivery_status): the outbox status is not changed."""
+
+    state: str
+    state_at: datetime
+    ses_message_id: str
+    kind: str | None
+    subkind: str | None
+    event_count: int
+
+
+@dataclass(frozen=True)
+class ProviderStats:
+    """email_provider_stats: the figures SES reviews an account on, over a window."""
+
+    window_seconds: int
+    sends: int
+    deliveries: int
+    delays: int
+    bounces: int
+    permanent_bounces: int
+    complaints: int
+    rejects: int
+    rendering_failures: int
+    bounce_rate: float | None
+    complaint_rate: float | None
+    suppressed_addresses: int
+    unknown_without_evidence: int
+
+
+@dataclass(frozen=True)
+class SuppressedAddress:
+    address: str
+    reason: str
+    detail: str
+    ses_message_id: str | None
+    attempt_id: int | None
+    added_at: datetime
+    added_by: str

@@ -15,10 +15,11 @@ from typing import Any
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
 from email_outbox.display import age, print_json, short, table, visible, when
 from email_outbox.errors import InvalidInput
-from email_outbox.models import DeliveryEvent, Status
+from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+DAY_SECONDS = 86_400
 
 REQUEUE_WARNING = (
     "warning: a requeued email may reach the recipient twice if SES accepted the earlier attempt;"
@@ -59,6 +60,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     with open_repository(args) as repo:
         counts = repo.outbox_stats()
         health = repo.queue_health()
+        wait = int(parse_duration(args.evidence_wait))
+        provider = repo.provider_stats(DAY_SECONDS, wait)
+        states = repo.provider_state_counts(DAY_SECONDS)
+        suppressed = repo.count_suppressed_failures(DAY_SECONDS)
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
         print_json(
@@ -69,6 +74,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "processing_past_lease": health.overdue_leases,
                 "unknown_outcome": by_status[Status.UNKNOWN_OUTCOME.value],
                 "database_time": health.now,
+                "provider_24h": asdict(provider),
+                "provider_states_24h": states,
+                "suppressed_failures_24h": suppressed,
             }
         )
         return EXIT_OK
@@ -89,7 +97,37 @@ def cmd_status(args: argparse.Namespace) -> int:
     unknown = by_status[Status.UNKNOWN_OUTCOME.value]
     hint = "  (needs an operator: docs/operations.md)" if unknown else ""
     print(f"UnknownOutcome:          {unknown}{hint}")
+    print()
+    _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
+
+
+def _rate(value: float | None, limit: float) -> str:
+    if value is None:
+        return "n/a (no Send event recorded in 24h)"
+    warning = f"  over SES's review level of {limit:.1%}" if value >= limit else ""
+    return f"{value:.3%}{warning}"
+
+
+def _print_provider_figures(
+    provider: ProviderStats, states: dict[str, int], suppressed: int, wait: str
+) -> None:
+    """The figures SES reviews an account on (issue 15), from the events `email-outbox events` recorded."""
+    print("SES events, last 24h:    " + ", ".join(
+        f"{name} {n}" for name, n in (
+            ("Send", provider.sends), ("Delivery", provider.deliveries), ("DeliveryDelay", provider.delays),
+            ("Bounce", provider.bounces), ("Complaint", provider.complaints), ("Reject", provider.rejects),
+            ("RenderingFailure", provider.rendering_failures),
+        )
+    ))  # fmt: skip
+    print("latest provider states:  " + (", ".join(f"{k} {v}" for k, v in sorted(states.items())) or "-"))
+    print(f"bounce rate (24h):       {_rate(provider.bounce_rate, 0.05)}")
+    print(f"complaint rate (24h):    {_rate(provider.complaint_rate, 0.001)}")
+    print(
+        f"suppressed addresses:    {provider.suppressed_addresses} ({suppressed} emails not sent to them, 24h)"
+    )
+    hint = "  (no SES event: need an operator, docs/events.md)" if provider.unknown_without_evidence else ""
+    print(f"UnknownOutcome, no evidence after {wait}: {provider.unknown_without_evidence}{hint}")
 
 
 # --- list / show -----------------------------------------------------------------------------------
@@ -150,8 +188,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
         events = repo.events(row.id)
         attachments = repo.attachments_of(row.id)
+        state = repo.provider_state(row.id)
+        provider_events = repo.provider_events(row.id)
     if args.json:
-        print_json({"row": asdict(row), "attachments": attachments, "events": [asdict(e) for e in events]})
+        print_json(
+            {
+                "row": asdict(row),
+                "attachments": attachments,
+                "events": [asdict(e) for e in events],
+                "provider_state": asdict(state) if state else None,
+                "provider_events": [asdict(e) for e in provider_events],
+            }
+        )
         return EXIT_OK
     fields = asdict(row)
     width = max(len(k) for k in fields)
@@ -176,7 +224,39 @@ def cmd_show(args: argparse.Namespace) -> int:
             [_event_line(e) for e in events],
         )
     )
+    print()
+    _print_provider(state, provider_events)
     return EXIT_OK
+
+
+def _print_provider(state: ProviderState | None, provider_events: list[ProviderEventRow]) -> None:
+    """What SES said after it accepted (issue 15): the latest provider state and every event."""
+    if state is None:
+        print("provider state:  - (no SES event recorded)")
+        return
+    kind = " ".join(k for k in (state.kind, state.subkind) if k)
+    print(
+        visible(
+            f"provider state:  {state.state}{' (' + kind + ')' if kind else ''} at {when(state.state_at)} UTC"
+        )
+    )
+    print(f"SES events ({len(provider_events)}):")
+    print(
+        table(
+            ["event time (UTC)", "type", "SES MessageId", "kind", "detail", "match"],
+            [
+                [
+                    when(e.event_at),
+                    e.event_type,
+                    e.ses_message_id,
+                    " ".join(k for k in (e.kind, e.subkind) if k) or "-",
+                    short(e.detail, 50),
+                    short(e.match_note, 60),
+                ]
+                for e in provider_events
+            ],
+        )
+    )
 
 
 # --- operator actions ------------------------------------------------------------------------------
@@ -255,9 +335,14 @@ def cmd_purge_bodies(args: argparse.Namespace) -> int:
 
 # --- parser ----------------------------------------------------------------------------------------
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("status", help="counts per status, oldest due row, overdue leases")
+    p = sub.add_parser("status", help="counts per status, oldest due row, overdue leases, SES figures")
     add_dsn(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--evidence-wait",
+        default="15m",
+        help="count UnknownOutcome rows with no SES event after this long (default 15m)",
+    )
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("list", help="rows in one status")
