@@ -340,6 +340,10 @@ def test_a_slot_that_finished_claims_its_next_row_itself_without_taking_another_
     pacer = Pacer(config, stats)
     loop = ClaimLoop(config, calls_on(repo), slots, pacer, stats, stopping)
     slots.take(1)  # the slot whose row was just finalized
+    stats.record_send("accepted", 0.001)
+    assert loop.claim_next_for_held_slot() is None, "a fast provider: the loop claims for many slots at once"
+    for _ in range(3):
+        stats.record_send("accepted", 0.05)
     nxt = loop.claim_next_for_held_slot()
     assert nxt is not None and nxt.id == 1 and slots.taken == 1, "the held slot carries on; none taken"
     assert loop.claim_next_for_held_slot() is None, "nothing due: the slot goes idle"

@@ -22,6 +22,10 @@ from email_outbox.worker.slots import Slots
 log = logging.getLogger("email_outbox.worker")
 
 MIN_IDLE_SECONDS = 0.02
+# A send slot claims its own next row when the median send takes at least this long. Measured on 2
+# cores: at 50 ms per send, carrying on took the outbox from 0.85 to 0.95 of a bare send loop; at 0 ms,
+# one single-row claim per email cost a third of the throughput against the loop's shared claims.
+CARRY_ON_ABOVE_SECONDS = 0.010
 # A claim that meets these backs off and tries again later: the process stays up.
 CLAIM_BACKS_OFF_ON = (DatabaseUnavailable, TransientDatabaseError, SchemaNotInstalled)
 
@@ -77,15 +81,24 @@ class ClaimLoop:
 
     def claim_next_for_held_slot(self) -> Claim | None:
         """A send slot that just finalized its row claims its next one itself, as a bare send loop
-        would: no hand-off to this loop's thread and back. None when the slot should go idle (stopping,
-        paused, no rate token at hand, nothing due, or the database did not answer)."""
-        if self._stopping.is_set() or self._pacer.pause_remaining() > 0 or not self._pacer.token_at_hand():
+        would: no hand-off to this loop's thread and back. Only while the provider is slow: with fast
+        sends, the slot goes back and the loop's next claim serves several freed slots in one CALL.
+        None when the slot should go idle (fast provider, stopping, paused, no rate token at hand,
+        nothing due, or the database did not answer)."""
+        if not self._provider_is_slow() or self._stopping.is_set() or self._pacer.pause_remaining() > 0:
+            return None
+        if not self._pacer.token_at_hand():
             return None
         claims = self.claim(1, slots_held=True)
         if not claims:
             self._pacer.give_back(1)
             return None
         return claims[0]
+
+    def _provider_is_slow(self) -> bool:
+        with self._stats.lock:
+            recent = sorted(self._stats.recent_send_seconds)
+        return bool(recent) and recent[len(recent) // 2] >= CARRY_ON_ABOVE_SECONDS
 
     def claim(self, limit: int, *, slots_held: bool = False) -> list[Claim] | None:
         """Up to `limit` rows, each holding a send slot (taken here unless `slots_held`); None if the
