@@ -46,6 +46,7 @@ BEGIN
   DECLARE v_content_id LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_content LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_decoded LONGBLOB;
+  DECLARE v_options LONGTEXT CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL email_internal_undo(v_own);
@@ -275,12 +276,14 @@ BEGIN
       'email_enqueue_message: the message must be at most 40 MB (SES''s limit), bodies and base64 attachments together';
   END IF;
 
+  -- Issue 15: recipients on the suppression list are left out (all of them suppressed: the row fails).
+  CALL email_internal_drop_suppressed(
+    JSON_SET(JSON_REMOVE(p_message, '$.subject', '$.text', '$.html', '$.attachments', '$.max_attempts', '$.send_after'),
+             '$.attachment_count', COALESCE(JSON_LENGTH(v_attachments), 0)),
+    v_options, v_first);
   CALL email_internal_begin(v_own);
-  CALL email_internal_enqueue(v_where, p_notification_id, v_to_address, v_from_address, v_subject, v_text, v_html,
-                              v_max_attempts, v_send_after, v_template,
-                              JSON_SET(JSON_REMOVE(p_message, '$.subject', '$.text', '$.html', '$.attachments',
-                                                   '$.max_attempts', '$.send_after'),
-                                       '$.attachment_count', COALESCE(JSON_LENGTH(v_attachments), 0)),
+  CALL email_internal_enqueue(v_where, p_notification_id, COALESCE(v_first, v_to_address), v_from_address, v_subject,
+                              v_text, v_html, v_max_attempts, v_send_after, v_template, v_options,
                               v_attachment_bytes, v_affected, v_attempt_id);
   IF v_affected = 1 AND v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) = 'ARRAY' THEN
     SET v_n = JSON_LENGTH(v_attachments), v_i = 0;

@@ -324,3 +324,24 @@ def test_show_lists_the_attachments_and_the_message_options(
     assert main(["show", str(attempt_id), "--json", "--dsn", dsn.url()]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [a["filename"] for a in data["attachments"]] == ["every-byte.bin", "logo.png", "Rechnung März.pdf"]
+
+
+def test_suppressed_recipients_are_left_out_and_an_all_suppressed_message_fails(
+    repo: OutboxRepository,
+) -> None:
+    repo.suppression_add("carl@EXAMPLE.com", "ops", "complained")  # the domain compares case-insensitively
+    repo.suppression_add("ann@example.com", "ops", "hard bounce")
+    attempt_id = enqueue_message(repo.connection, "partly", full_message()).attempt_id
+    row = repo.get_row(attempt_id)
+    options = json.loads(row.message_options or "{}")
+    assert row.status is Status.PENDING and row.to_address == "bob@example.com", "the first one left"
+    assert options["to"] == ["bob@example.com"] and options["cc"] == []
+    assert sorted(options["suppressed_recipients"]) == [
+        '"Lee, Carl" <carl@example.com>',
+        "Ann Lee <ann@example.com>",
+    ]
+    alone = enqueue_message(
+        repo.connection, "all-suppressed", Message(to=["ann@example.com"], subject="s", text="t")
+    )
+    failed = repo.get_row(alone.attempt_id)
+    assert failed.status is Status.FAILED and failed.last_error_code == "Suppressed"
