@@ -22,14 +22,6 @@ BEGIN
     SET v_message = CONCAT(p_where, ': account must be a database user name (no @host), at most 80 characters');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
-  IF p_by IS NULL OR CHAR_LENGTH(TRIM(p_by)) < 1 OR CHAR_LENGTH(p_by) > 191 THEN
-    SET v_message = CONCAT(p_where, ': by must be 1 to 191 characters, not blank');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-  END IF;
-  IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
-    SET v_message = CONCAT(p_where, ': reason must be 1 to 2000 characters, not blank');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-  END IF;
-  CALL email_internal_check_text(p_where, 'by', p_by, 'text');
-  CALL email_internal_check_text(p_where, 'reason', p_reason, 'text');
+  CALL email_internal_check_name(p_where, 'by', p_by, 191);
+  CALL email_internal_check_name(p_where, 'reason', p_reason, 2000);
 END

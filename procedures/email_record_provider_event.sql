@@ -48,6 +48,7 @@ BEGIN
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE v_own INT DEFAULT NULL;
   DECLARE v_all TEXT CHARACTER SET utf8mb4;
+  DECLARE v_bad_text INT DEFAULT 0;
   DECLARE v_mid VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
   DECLARE v_status VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_tag_status VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT NULL;
@@ -82,21 +83,21 @@ BEGIN
   IF CHAR_LENGTH(p_kind) > 64 OR CHAR_LENGTH(p_subkind) > 64 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: kind and subkind must be at most 64 characters';
   END IF;
-  IF p_recorded_by IS NULL OR CHAR_LENGTH(TRIM(p_recorded_by)) < 1 OR CHAR_LENGTH(p_recorded_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: recorded_by must be 1 to 191 characters, not blank';
-  END IF;
-  -- The text rules (email_internal_check_text) once over every field together, the hot path of a
-  -- batch; only when that fails is each field checked alone, so the error names the one at fault.
-  SET v_all = CONCAT_WS(' ', p_ses_message_id, p_outbox_id, p_recipient, p_kind, p_subkind, p_detail, p_recorded_by);
-  IF v_all REGEXP REPLACE('[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}]',
-                          '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin) THEN
+  CALL email_internal_check_name('email_record_provider_event', 'recorded_by', p_recorded_by, 191);
+  -- The text rules once over every field together, the hot path of a batch; only when that fails is
+  -- each field checked alone, so the error names the one at fault.
+  SET v_all = CONCAT_WS(' ', p_ses_message_id, p_outbox_id, p_recipient, p_kind, p_subkind, p_detail);
+  BEGIN
+    DECLARE CONTINUE HANDLER FOR SQLSTATE '45000' SET v_bad_text = 1;
+    CALL email_internal_check_text('email_record_provider_event', 'fields', v_all, 'text');
+  END;
+  IF v_bad_text = 1 THEN
     CALL email_internal_check_text('email_record_provider_event', 'ses_message_id', p_ses_message_id, 'text');
     CALL email_internal_check_text('email_record_provider_event', 'outbox_id', p_outbox_id, 'text');
     CALL email_internal_check_text('email_record_provider_event', 'recipient', p_recipient, 'text');
     CALL email_internal_check_text('email_record_provider_event', 'kind', p_kind, 'text');
     CALL email_internal_check_text('email_record_provider_event', 'subkind', p_subkind, 'text');
     CALL email_internal_check_text('email_record_provider_event', 'detail', p_detail, 'text');
-    CALL email_internal_check_text('email_record_provider_event', 'recorded_by', p_recorded_by, 'text');
   END IF;
   SET v_mid = p_ses_message_id;
 

@@ -20,14 +20,8 @@ BEGIN
   IF p_id IS NULL OR p_id < 1 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: id must be a positive integer';
   END IF;
-  IF p_requeued_by IS NULL OR CHAR_LENGTH(TRIM(p_requeued_by)) < 1 OR CHAR_LENGTH(p_requeued_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: requeued_by must be 1 to 191 characters, not blank';
-  END IF;
-  IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: reason must be 1 to 2000 characters, not blank';
-  END IF;
-  CALL email_internal_check_text('email_requeue_unknown_outcome', 'requeued_by', p_requeued_by, 'text');
-  CALL email_internal_check_text('email_requeue_unknown_outcome', 'reason', p_reason, 'text');
+  CALL email_internal_check_name('email_requeue_unknown_outcome', 'requeued_by', p_requeued_by, 191);
+  CALL email_internal_check_name('email_requeue_unknown_outcome', 'reason', p_reason, 2000);
   CALL email_internal_begin(v_own);
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET status = 'Pending',

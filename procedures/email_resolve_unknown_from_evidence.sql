@@ -31,10 +31,7 @@ BEGIN
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_from_evidence: limit must be 1 to 10000';
   END IF;
-  IF p_resolved_by IS NULL OR CHAR_LENGTH(TRIM(p_resolved_by)) < 1 OR CHAR_LENGTH(p_resolved_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_from_evidence: resolved_by must be 1 to 191 characters, not blank';
-  END IF;
-  CALL email_internal_check_text('email_resolve_unknown_from_evidence', 'resolved_by', p_resolved_by, 'text');
+  CALL email_internal_check_name('email_resolve_unknown_from_evidence', 'resolved_by', p_resolved_by, 191);
   settle: LOOP
     SET v_id = NULL;
     -- UnknownOutcome rows through the status index (lease_expires_at is NULL for them: id order).

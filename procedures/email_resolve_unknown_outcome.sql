@@ -24,18 +24,12 @@ BEGIN
   IF p_outcome IS NULL OR p_outcome COLLATE utf8mb4_bin NOT IN ('Sent', 'Failed') THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: outcome must be Sent or Failed';
   END IF;
-  IF p_resolved_by IS NULL OR CHAR_LENGTH(TRIM(p_resolved_by)) < 1 OR CHAR_LENGTH(p_resolved_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: resolved_by must be 1 to 191 characters, not blank';
-  END IF;
-  IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: reason must be 1 to 2000 characters, not blank';
-  END IF;
+  CALL email_internal_check_name('email_resolve_unknown_outcome', 'resolved_by', p_resolved_by, 191);
+  CALL email_internal_check_name('email_resolve_unknown_outcome', 'reason', p_reason, 2000);
   IF CHAR_LENGTH(p_provider_message_id) > 191 OR (p_outcome = 'Failed' AND p_provider_message_id IS NOT NULL) THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
       'email_resolve_unknown_outcome: provider_message_id must be at most 191 characters, and only given with Sent';
   END IF;
-  CALL email_internal_check_text('email_resolve_unknown_outcome', 'resolved_by', p_resolved_by, 'text');
-  CALL email_internal_check_text('email_resolve_unknown_outcome', 'reason', p_reason, 'text');
   CALL email_internal_check_text('email_resolve_unknown_outcome', 'provider_message_id', p_provider_message_id, 'text');
   CALL email_internal_begin(v_own);
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)

@@ -22,14 +22,8 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_add: address is required';
   END IF;
   CALL email_internal_check_text('email_suppression_add', 'address', p_address, 'address');
-  IF p_added_by IS NULL OR CHAR_LENGTH(TRIM(p_added_by)) < 1 OR CHAR_LENGTH(p_added_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_add: added_by must be 1 to 191 characters, not blank';
-  END IF;
-  IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_add: reason must be 1 to 2000 characters, not blank';
-  END IF;
-  CALL email_internal_check_text('email_suppression_add', 'added_by', p_added_by, 'text');
-  CALL email_internal_check_text('email_suppression_add', 'reason', p_reason, 'text');
+  CALL email_internal_check_name('email_suppression_add', 'added_by', p_added_by, 191);
+  CALL email_internal_check_name('email_suppression_add', 'reason', p_reason, 2000);
   CALL email_internal_begin(v_own);
   CALL email_internal_suppress_address(v_now, p_address, 'operator', p_reason, NULL, NULL, NULL, p_added_by, v_added);
   CALL email_internal_end(v_own);

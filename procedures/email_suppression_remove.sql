@@ -25,14 +25,8 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_remove: address is required';
   END IF;
   CALL email_internal_check_text('email_suppression_remove', 'address', p_address, 'address');
-  IF p_removed_by IS NULL OR CHAR_LENGTH(TRIM(p_removed_by)) < 1 OR CHAR_LENGTH(p_removed_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_remove: removed_by must be 1 to 191 characters, not blank';
-  END IF;
-  IF p_reason IS NULL OR CHAR_LENGTH(TRIM(p_reason)) < 1 OR CHAR_LENGTH(p_reason) > 2000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_remove: reason must be 1 to 2000 characters, not blank';
-  END IF;
-  CALL email_internal_check_text('email_suppression_remove', 'removed_by', p_removed_by, 'text');
-  CALL email_internal_check_text('email_suppression_remove', 'reason', p_reason, 'text');
+  CALL email_internal_check_name('email_suppression_remove', 'removed_by', p_removed_by, 191);
+  CALL email_internal_check_name('email_suppression_remove', 'reason', p_reason, 2000);
   CALL email_internal_address_key(p_address, v_key);
   CALL email_internal_begin(v_own);
   SELECT address, reason INTO v_address, v_was FROM email_suppressed_addresses
