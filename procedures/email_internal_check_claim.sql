@@ -13,8 +13,5 @@ BEGIN
     SET v_message = CONCAT(p_where, ': id must be a positive integer');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
   END IF;
-  IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
-    SET v_message = CONCAT(p_where, ': claim_token must be 1 to 64 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-  END IF;
+  CALL email_internal_check_token(p_where, p_claim_token);
 END

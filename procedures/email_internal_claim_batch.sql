@@ -23,10 +23,7 @@ BEGIN
     RESIGNAL;
   END;
 
-  IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
-    SET v_message = CONCAT(p_where, ': claim_token must be 1 to 64 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
-  END IF;
+  CALL email_internal_check_token(p_where, p_claim_token);
   IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
     SET v_message = CONCAT(p_where, ': claimed_by must be 1 to 191 characters');
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
