@@ -1,0 +1,139 @@
+"""The console's Starlette application: routes, the guard every request passes (who, CSRF, origin,
+headers), and the pages. `create_app(settings)` is the one entry point.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from email_outbox.console import views
+from email_outbox.console.auth import Authenticator
+from email_outbox.console.data import ConsoleDatabase
+from email_outbox.console.security import CsrfTokens, cross_origin_reason, page_headers
+
+log = logging.getLogger("email_outbox.console")
+
+
+@dataclass
+class ConsoleSettings:
+    database: ConsoleDatabase
+    authenticator: Authenticator
+    # Actions off even for an account that may run them.
+    read_only: bool = False
+    # Origins besides the request's own that a form may be posted from (a TLS-terminating proxy's).
+    public_origins: frozenset[str] = frozenset()
+    page_size: int = 50
+    # The most rows one bulk action may touch.
+    bulk_cap: int = 500
+    csrf: CsrfTokens = field(default_factory=CsrfTokens)
+
+    @property
+    def can_act(self) -> bool:
+        return self.database.can_act and not self.read_only
+
+
+STATIC = {
+    "htmx.min.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+
+
+def _static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return PlainTextResponse("not found", status_code=404)
+    content = resources.files("email_outbox.console").joinpath("static", name).read_bytes()
+    return Response(content, media_type=STATIC[name], headers={"Cache-Control": "max-age=3600"})
+
+
+class Guard(BaseHTTPMiddleware):
+    """Every request: a user (401 otherwise), and for a POST a same-origin request with the user's
+    CSRF token (403 otherwise). Every response: the security headers."""
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        settings: ConsoleSettings = request.app.state.settings
+        user = settings.authenticator.user(request)
+        if user is None:
+            response: Response = PlainTextResponse("authentication required", status_code=401)
+            if settings.authenticator.challenge:
+                response.headers["WWW-Authenticate"] = settings.authenticator.challenge
+            else:
+                response.status_code = 403
+                response.body = b"refused: not from a trusted proxy, or no valid user header"
+                response.headers["content-length"] = str(len(response.body))
+        elif request.method not in ("GET", "HEAD"):
+            reason = cross_origin_reason(request, settings.public_origins)
+            if reason is not None:
+                log.warning("refused a cross-site %s %s: %s", request.method, request.url.path, reason)
+                response = PlainTextResponse(f"refused: cross-site request ({reason})", status_code=403)
+            else:
+                await request.body()  # cached, so the view reads the same form again
+                form = await request.form()
+                if not settings.csrf.valid(user, str(form.get("csrf_token") or "")):
+                    response = PlainTextResponse(
+                        "refused: missing or stale csrf_token (reload the page)", status_code=403
+                    )
+                else:
+                    request.state.user = user
+                    response = await call_next(request)
+        else:
+            request.state.user = user
+            response = await call_next(request)
+        if request.url.path.endswith("/html") and response.status_code == 200:
+            pass  # the frame's own, stricter headers are set by its view
+        else:
+            page_headers(response.headers)
+        return response
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.exception("console request failed: %s %s", request.method, request.url.path, exc_info=exc)
+    response = HTMLResponse(
+        "<!doctype html><title>error</title><p>Something went wrong; the console's log has the details.</p>",
+        status_code=500,
+    )
+    page_headers(response.headers)
+    return response
+
+
+def create_app(settings: ConsoleSettings) -> Starlette:
+    routes = [
+        Route("/", views.overview),
+        Route("/fragments/overview", views.overview_fragment),
+        Route("/emails", views.email_list),
+        Route("/emails/{attempt_id:int}", views.email_page),
+        Route("/emails/{attempt_id:int}/html", views.email_html),
+        Route("/emails/{attempt_id:int}/requeue", views.requeue, methods=["POST"]),
+        Route("/emails/{attempt_id:int}/resolve", views.resolve, methods=["POST"]),
+        Route("/bulk", views.bulk_form),
+        Route("/bulk/preview", views.bulk_preview, methods=["POST"]),
+        Route("/bulk/apply", views.bulk_apply, methods=["POST"]),
+        Route("/static/{name}", _static),
+    ]
+    app = Starlette(
+        debug=False,
+        routes=routes,
+        middleware=[Middleware(Guard)],
+        exception_handlers={Exception: _server_error, 500: _server_error},
+    )
+    app.state.settings = settings
+    return app
+
+
+def redirect(path: str, **query: Any) -> RedirectResponse:
+    target = path + ("?" + urlencode(query) if query else "")
+    return RedirectResponse(target, status_code=303)
