@@ -28,7 +28,8 @@ def page_headers(headers: MutableHeaders) -> None:
     headers["Content-Security-Policy"] = PAGE_CSP
     headers["X-Frame-Options"] = "DENY"
     headers["X-Content-Type-Options"] = "nosniff"
-    headers["Referrer-Policy"] = "no-referrer"
+    # same-origin, not no-referrer: with no-referrer Chromium sends `Origin: null` on same-origin POSTs.
+    headers["Referrer-Policy"] = "same-origin"
     headers["Cross-Origin-Opener-Policy"] = "same-origin"
     headers["Cross-Origin-Resource-Policy"] = "same-origin"
     headers["Permissions-Policy"] = "camera=(), microphone=(), geolocation=(), payment=()"
@@ -67,6 +68,6 @@ def cross_origin_reason(request: Request, public_origins: frozenset[str]) -> str
             return "no Origin or Sec-Fetch-Site header"
         return None
     own = {f"{request.url.scheme}://{request.headers.get('host', '')}".lower(), *public_origins}
-    if origin.lower() not in own:
+    if origin == "null" or origin.lower() not in own:
         return "Origin is another site"
     return None

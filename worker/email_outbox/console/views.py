@@ -186,9 +186,7 @@ async def email_page(request: Request) -> Response:
     except OutboxError as exc:
         return problem(request, exc)
     notice = NOTICES.get(request.query_params.get("done", ""))
-    return render(
-        request, "email.html", e=detail, f=detail.fields, notice=notice, requeue_warning=REQUEUE_WARNING
-    )
+    return render(request, "email.html", e=detail, f=detail.fields, notice=notice)
 
 
 async def email_html(request: Request) -> Response:
