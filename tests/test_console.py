@@ -20,6 +20,7 @@ from email_outbox.console.auth import NoAuth, TrustedHeader
 from email_outbox.console.data import ConsoleReads
 from email_outbox.console.users import UsersFile, verify_password
 from email_outbox.dsn import DatabaseDsn
+from email_outbox.errors import AccessDenied
 from email_outbox.repository import OutboxRepository
 from starlette.testclient import TestClient
 
@@ -450,16 +451,15 @@ def test_bulk_works_on_a_frozen_capped_list_after_confirmation(
         made.close()
 
 
-def test_a_read_only_account_gets_a_read_only_console(
+def test_a_viewer_account_gets_a_read_only_console(
     server: TestServer, dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
 ) -> None:
     attempt_id = unknown_row(repo)
-    admin = server.admin_connection()
-    cursor = admin.cursor()
-    cursor.execute("CREATE USER IF NOT EXISTS 'eo_viewer'@'%' IDENTIFIED BY 'viewer-Pass1'")
-    for table in ("email_delivery_attempts", "email_delivery_events", "email_attachments"):
-        cursor.execute(f"GRANT SELECT ON `{dsn.database}`.`{table}` TO 'eo_viewer'@'%'")
+    os.environ["TEST_VIEWER_PASSWORD"] = "viewer-Pass1"
     try:
+        code = main(["grant", "viewer", "eo_viewer@%", "--dsn", dsn.url(), "--create",
+                     "--password-env", "TEST_VIEWER_PASSWORD"])  # fmt: skip
+        assert code == 0
         viewer = DatabaseDsn("eo_viewer", "viewer-Pass1", dsn.host, dsn.port, dsn.database, dsn.unix_socket)
         made = make_console(viewer, tmp_path)
         try:
@@ -469,17 +469,38 @@ def test_a_read_only_account_gets_a_read_only_console(
                 page = client.get(f"/emails/{attempt_id}")
                 assert page.status_code == 200 and "read-only" in page.text
                 assert 'id="requeue-form"' not in page.text and "/bulk" not in page.text
-                refused = post(
-                    client, f"/emails/{attempt_id}/requeue", {"csrf_token": csrf(client), "reason": "x"}
-                )
+                token = csrf(client)
+                refused = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x"})
                 assert refused.status_code == 403 and "read-only" in refused.text
-                assert client.get("/").status_code == 200
+                assert (
+                    post(client, "/bulk/preview", {"csrf_token": token, "action": "requeue"}).status_code
+                    == 403
+                )
+                overview = client.get("/")
+                assert overview.status_code == 200 and 'data-status="UnknownOutcome"' in overview.text
         finally:
             made.close()
+        # The account itself is refused by the server too, whatever a console would try.
+        viewer_repo = OutboxRepository.open(viewer)
+        try:
+            with pytest.raises(AccessDenied):
+                viewer_repo.requeue_unknown_outcome(attempt_id, "eve", "sneaky")
+        finally:
+            viewer_repo.close()
     finally:
-        cursor.execute("DROP USER IF EXISTS 'eo_viewer'@'%'")
+        del os.environ["TEST_VIEWER_PASSWORD"]
+        admin = server.admin_connection()
+        admin.cursor().execute("DROP USER IF EXISTS 'eo_viewer'@'%'")
         admin.close()
     assert status_of(repo, attempt_id) == "UnknownOutcome"
+
+
+def test_read_only_flag_turns_the_actions_off_for_any_account(dsn: DatabaseDsn, tmp_path: Path) -> None:
+    made = make_console(dsn, tmp_path, read_only=True)
+    try:
+        assert made.settings.database.can_act and not made.settings.can_act
+    finally:
+        made.close()
 
 
 def test_the_operator_role_account_runs_the_console_and_acts(
@@ -578,3 +599,20 @@ def test_no_auth_names_the_local_user_and_only_listens_on_loopback(dsn: Database
             assert page.status_code == 200 and "ops" in page.text
     finally:
         made.close()
+
+
+def test_repeated_failed_logins_from_one_address_wait_a_minute(console: ConsoleUnderTest) -> None:
+    with TestClient(console.app, client=("192.0.2.7", 4000)) as guesser:
+        for _ in range(20):
+            assert guesser.get("/", auth=(USER, "guess")).status_code == 401
+        assert guesser.get("/", auth=(USER, PASSWORD)).status_code == 429, "even the right password"
+    with TestClient(console.app, client=("192.0.2.8", 4000)) as other:
+        assert other.get("/", auth=(USER, PASSWORD)).status_code == 200, "another address is not affected"
+
+
+def test_a_form_must_be_small_and_say_its_length(client: TestClient, repo: OutboxRepository) -> None:
+    attempt_id = unknown_row(repo)
+    token = csrf(client, f"/emails/{attempt_id}")
+    huge = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x" * 300_000})
+    assert huge.status_code == 413
+    assert status_of(repo, attempt_id) == "UnknownOutcome"

@@ -5,6 +5,8 @@ headers), and the pages. `create_app(settings)` is the one entry point.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -12,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -38,10 +41,39 @@ class ConsoleSettings:
     # The most rows one bulk action may touch.
     bulk_cap: int = 500
     csrf: CsrfTokens = field(default_factory=CsrfTokens)
+    failures: FailedLogins = field(default_factory=lambda: FailedLogins())
 
     @property
     def can_act(self) -> bool:
         return self.database.can_act and not self.read_only
+
+
+# Forms carry a reason and at most --bulk-cap ids: far below this.
+MAX_FORM_BYTES = 256 * 1024
+
+
+class FailedLogins:
+    """Failed logins per peer address in the current minute; past `limit`, the peer waits it out."""
+
+    def __init__(self, limit: int = 20, window_seconds: float = 60.0) -> None:
+        self.limit, self.window = limit, window_seconds
+        self._counts: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def failed(self, peer: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._counts) > 10_000:
+                self._counts.clear()
+            start, count = self._counts.get(peer, (now, 0))
+            if now - start > self.window:
+                start, count = now, 0
+            self._counts[peer] = (start, count + 1)
+
+    def blocked(self, peer: str) -> bool:
+        with self._lock:
+            start, count = self._counts.get(peer, (0.0, 0))
+        return count >= self.limit and time.monotonic() - start <= self.window
 
 
 STATIC = {
@@ -66,38 +98,58 @@ class Guard(BaseHTTPMiddleware):
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         settings: ConsoleSettings = request.app.state.settings
-        user = settings.authenticator.user(request)
-        if user is None:
-            response: Response = PlainTextResponse("authentication required", status_code=401)
-            if settings.authenticator.challenge:
-                response.headers["WWW-Authenticate"] = settings.authenticator.challenge
-            else:
-                response.status_code = 403
-                response.body = b"refused: not from a trusted proxy, or no valid user header"
-                response.headers["content-length"] = str(len(response.body))
-        elif request.method not in ("GET", "HEAD"):
-            reason = cross_origin_reason(request, settings.public_origins)
-            if reason is not None:
-                log.warning("refused a cross-site %s %s: %s", request.method, request.url.path, reason)
-                response = PlainTextResponse(f"refused: cross-site request ({reason})", status_code=403)
-            else:
-                await request.body()  # cached, so the view reads the same form again
-                form = await request.form()
-                if not settings.csrf.valid(user, str(form.get("csrf_token") or "")):
-                    response = PlainTextResponse(
-                        "refused: missing or stale csrf_token (reload the page)", status_code=403
-                    )
-                else:
-                    request.state.user = user
-                    response = await call_next(request)
+        refusal = await self.refusal(request, settings)
+        if refusal is not None:
+            response = refusal
         else:
-            request.state.user = user
             response = await call_next(request)
         if request.url.path.endswith("/html") and response.status_code == 200:
             pass  # the frame's own, stricter headers are set by its view
         else:
             page_headers(response.headers)
         return response
+
+    @staticmethod
+    async def refusal(request: Request, settings: ConsoleSettings) -> Response | None:
+        """None, with request.state.user set, for a request that may go on; else the refusal."""
+        peer = request.client.host if request.client else ""
+        if settings.failures.blocked(peer):
+            return PlainTextResponse(
+                "too many failed logins from your address: wait a minute", status_code=429
+            )
+        # The password check is a deliberately slow hash: off the event loop.
+        user = await run_in_threadpool(settings.authenticator.user, request)
+        if user is None:
+            if request.headers.get("authorization"):
+                settings.failures.failed(peer)
+            if settings.authenticator.challenge:
+                return PlainTextResponse(
+                    "authentication required",
+                    status_code=401,
+                    headers={"WWW-Authenticate": settings.authenticator.challenge},
+                )
+            return PlainTextResponse(
+                "refused: not from a trusted proxy, or no valid user header", status_code=403
+            )
+        request.state.user = user
+        if request.method in ("GET", "HEAD"):
+            return None
+        reason = cross_origin_reason(request, settings.public_origins)
+        if reason is not None:
+            log.warning("refused a cross-site %s %s: %s", request.method, request.url.path, reason)
+            return PlainTextResponse(f"refused: cross-site request ({reason})", status_code=403)
+        length = request.headers.get("content-length", "")
+        if not length.isdigit():
+            return PlainTextResponse("refused: a form needs a Content-Length", status_code=411)
+        if int(length) > MAX_FORM_BYTES:
+            return PlainTextResponse("refused: the form is too large", status_code=413)
+        await request.body()  # cached, so the view reads the same form again
+        form = await request.form()
+        if not settings.csrf.valid(user, str(form.get("csrf_token") or "")):
+            return PlainTextResponse(
+                "refused: missing or stale csrf_token (reload the page)", status_code=403
+            )
+        return None
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
