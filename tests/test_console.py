@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from email_outbox.cli import main
 from email_outbox.console.auth import NoAuth, TrustedHeader
@@ -616,3 +618,91 @@ def test_a_form_must_be_small_and_say_its_length(client: TestClient, repo: Outbo
     huge = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x" * 300_000})
     assert huge.status_code == 413
     assert status_of(repo, attempt_id) == "UnknownOutcome"
+
+
+def test_email_outbox_console_serves_the_page_with_uvicorn(dsn: DatabaseDsn, tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'worker'}:{ROOT}", "EMAIL_OUTBOX_DSN": dsn.url()}
+    added = subprocess.run(
+        [sys.executable, "-m", "email_outbox.cli", "console-user", "add", USER, "--users-file", str(users)],
+        input=PASSWORD + "\n", capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "email_outbox.cli", "console", "--users-file", str(users),
+         "--listen", f"127.0.0.1:{port}"],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        assert f"email-outbox console on http://127.0.0.1:{port}/ (operator)" in first, first
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/", auth=(USER, PASSWORD), timeout=5)
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline, "the console never answered"
+                time.sleep(0.05)
+        assert response.status_code == 200 and 'data-status="UnknownOutcome"' in response.text
+        assert "server" not in response.headers, "uvicorn does not name itself"
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5).status_code == 401
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+# The provider-events and suppression tables as the sibling issue's migration (0004) creates them.
+PROVIDER_TABLES = {
+    "email_provider_events": """CREATE TABLE email_provider_events (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT, event_key BINARY(32) NOT NULL, attempt_id BIGINT UNSIGNED NOT NULL,
+  event_type VARCHAR(32) NOT NULL, ses_message_id VARCHAR(191) NOT NULL, recipient VARCHAR(320) NULL,
+  event_at DATETIME(6) NOT NULL, kind VARCHAR(64) NULL, subkind VARCHAR(64) NULL, detail VARCHAR(2000) NULL,
+  match_note VARCHAR(500) NULL, recorded_at DATETIME(6) NOT NULL, recorded_by VARCHAR(191) NOT NULL,
+  PRIMARY KEY (id), KEY ix_email_provider_events_attempt (attempt_id, event_at))""",
+    "email_suppressed_addresses": """CREATE TABLE email_suppressed_addresses (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT, address_key VARCHAR(320) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  address VARCHAR(320) NOT NULL, reason ENUM('bounce','complaint','operator') NOT NULL, detail VARCHAR(2000) NOT NULL,
+  provider_event_id BIGINT UNSIGNED NULL, attempt_id BIGINT UNSIGNED NULL, ses_message_id VARCHAR(191) NULL,
+  added_at DATETIME(6) NOT NULL, added_by VARCHAR(191) NOT NULL, added_via VARCHAR(300) NOT NULL,
+  PRIMARY KEY (id), UNIQUE KEY uq_email_suppressed_addresses_key (address_key))""",
+}
+
+
+def test_provider_events_and_suppression_are_shown_where_those_tables_exist(
+    dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
+) -> None:
+    attempt_id = sent_row(repo)
+    cursor = repo.connection.cursor()
+    try:
+        for ddl in PROVIDER_TABLES.values():
+            cursor.execute(ddl)
+        cursor.execute(
+            "INSERT INTO email_provider_events (event_key, attempt_id, event_type, ses_message_id, recipient,"
+            " event_at, kind, subkind, detail, recorded_at, recorded_by) VALUES (UNHEX(SHA2('k', 256)), %s,"
+            " 'Bounce', 'ses-0100-abc', 'sent@example.com', UTC_TIMESTAMP(6), 'Permanent', 'General',"
+            " '<b>550 no such user</b>', UTC_TIMESTAMP(6), 'events')",
+            (attempt_id,),
+        )
+        cursor.execute(
+            "INSERT INTO email_suppressed_addresses (address_key, address, reason, detail, added_at, added_by,"
+            " added_via) VALUES ('sent@example.com', 'sent@example.com', 'bounce', 'SES Bounce Permanent',"
+            " UTC_TIMESTAMP(6), 'events', 'root@localhost')"
+        )
+        made = make_console(dsn, tmp_path)
+        try:
+            with TestClient(made.app) as client:
+                page = client.get(f"/emails/{attempt_id}", auth=(USER, PASSWORD)).text
+        finally:
+            made.close()
+        assert 'id="provider-events"' in page and "Bounce" in page and "Permanent General" in page
+        assert "&lt;b&gt;550 no such user&lt;/b&gt;" in page
+        assert 'id="suppressed"' in page and "SES Bounce Permanent" in page
+    finally:
+        for table in PROVIDER_TABLES:
+            cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        cursor.close()
