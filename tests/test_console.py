@@ -706,3 +706,18 @@ def test_provider_events_and_suppression_are_shown_where_those_tables_exist(
         for table in PROVIDER_TABLES:
             cursor.execute(f"DROP TABLE IF EXISTS {table}")
         cursor.close()
+
+
+def test_a_connection_the_server_closed_while_idle_is_replaced_unseen(
+    console: ConsoleUnderTest, client: TestClient, server: TestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert client.get("/").status_code == 200
+    with console.settings.database.session() as reads:
+        connection_id = reads.select("SELECT CONNECTION_ID() AS id")[0]["id"]
+    admin = server.admin_connection()
+    admin.cursor().execute(f"KILL {int(connection_id)}")
+    admin.close()
+    monkeypatch.setattr("email_outbox.console.data.IDLE_CHECK_SECONDS", 0.0)
+    assert client.get("/").status_code == 200
+    with console.settings.database.session() as reads:
+        assert reads.select("SELECT CONNECTION_ID() AS id")[0]["id"] != connection_id

@@ -8,6 +8,7 @@ actions are the operator procedures, called through OutboxRepository like the CL
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from email_outbox.errors import AccessDenied, DatabaseUnavailable, NotFound, Tra
 from email_outbox.models import DeliveryEvent, QueueHealth, Status
 from email_outbox.repository import OutboxRepository
 
+# An idle connection older than this is pinged before it is lent again.
+IDLE_CHECK_SECONDS = 30.0
 ACTION_PROCEDURES = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome")
 MAX_EVENTS = 1000
 MAX_ATTACHMENTS = 100
@@ -93,7 +96,7 @@ class ConsoleDatabase:
     def __init__(self, dsn: DatabaseDsn, *, statement_timeout_seconds: float = 5.0, idle: int = 8) -> None:
         self.dsn = dsn
         self.statement_timeout_seconds = statement_timeout_seconds
-        self._idle: queue.LifoQueue[OutboxRepository] = queue.LifoQueue(maxsize=idle)
+        self._idle: queue.LifoQueue[tuple[float, OutboxRepository]] = queue.LifoQueue(maxsize=idle)
         self.tables: set[str] = set()
         self.can_act = False
         self.flavour = "unknown"
@@ -123,10 +126,7 @@ class ConsoleDatabase:
 
     @contextmanager
     def session(self) -> Iterator[ConsoleReads]:
-        try:
-            repo = self._idle.get_nowait()
-        except queue.Empty:
-            repo = self._open()
+        repo = self._checkout()
         ok = False
         try:
             yield ConsoleReads(repo, self)
@@ -134,16 +134,33 @@ class ConsoleDatabase:
         finally:
             if ok:
                 try:
-                    self._idle.put_nowait(repo)
+                    self._idle.put_nowait((time.monotonic(), repo))
                 except queue.Full:
                     repo.close()
             else:
                 repo.close()
 
+    def _checkout(self) -> OutboxRepository:
+        """An idle connection, checked with a ping when it has idled a while (the server may have
+        closed it: wait_timeout, a failover), or a new one."""
+        while True:
+            try:
+                since, repo = self._idle.get_nowait()
+            except queue.Empty:
+                return self._open()
+            if time.monotonic() - since < IDLE_CHECK_SECONDS:
+                return repo
+            try:
+                if repo.connection.is_connected():
+                    return repo
+            except Exception:  # a dead connection, whatever the driver raises
+                pass
+            repo.close()
+
     def close(self) -> None:
         while True:
             try:
-                self._idle.get_nowait().close()
+                self._idle.get_nowait()[1].close()
             except queue.Empty:
                 return
 
