@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint system-deps clean soak bench failover costs cluster-soak
+.PHONY: test demo lint system-deps clean soak bench failover costs cluster-soak console-bench
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
@@ -44,6 +44,10 @@ cluster-soak: system-deps $(STAMP)
 # The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).
 costs: system-deps $(STAMP)
 	$(BIN)/python bench/costs.py
+
+# The operator console's overview, lists and searches with 1,000,000 rows (docs/operations.md).
+console-bench: system-deps $(STAMP)
+	$(BIN)/python bench/console.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check worker tests db bench

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a MariaDB/MySQL server binary and client are installed; install Debian's MariaDB if not.
-# Also redis-server, for the benchmark's Celery + Redis peer (bench/celery_peer.py).
+# Also redis-server, for the benchmark's Celery + Redis peer (bench/celery_peer.py), and chromium for
+# the console's browser tests.
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
@@ -30,6 +31,20 @@ ensure_redis() {
     || echo "could not install redis-server: the benchmark's Celery peer will fail" >&2
 }
 ensure_redis
+# The console's browser tests (tests/test_console_browser.py) drive Debian's chromium through
+# Playwright for Python, launched by path; no browser is ever downloaded (`playwright install` is not used).
+ensure_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no chromium on PATH and no apt-get: the console's browser tests will be skipped" >&2
+    return 0
+  fi
+  echo "installing chromium from Debian's packages for the console's browser tests"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+      --no-install-recommends chromium >/dev/null; } \
+    || echo "could not install chromium: the console's browser tests will be skipped" >&2
+}
+ensure_chromium
 if have_server && have_client; then
   if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
     echo "installing galera-4, mariadb-backup and socat for the cluster tests"

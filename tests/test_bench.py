@@ -53,6 +53,10 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
         ("costs.py", ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000")),
         ("events.py", ("events/s", "batch 100, 1 replica", "replay, batch 100", "durable commits")),
         (
+            "console.py",
+            ("overview", "list Sent, a page deep", "search recipient prefix", "median (ms)", "20,000 rows"),
+        ),
+        (
             "memory.py",
             ("carried by the claim (before)", "loaded per send, 16 MiB budget (default)", "batch 1,"),
         ),

@@ -11,7 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from email_outbox import enqueue_cli, grant_cli, operator_cli, senders_cli
+from email_outbox import console_cli, enqueue_cli, grant_cli, operator_cli, senders_cli
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
 from email_outbox.config import SETTINGS, flag_help
 from email_outbox.display import visible
@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     senders_cli.register(sub)
     events_cli.register(sub)
     suppression_cli.register(sub)
+    console_cli.register(sub)
     return parser
 
 

@@ -57,9 +57,9 @@ def cmd_grant(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("grant", help="give an account the enqueuer, worker, operator or events role")
+    p = sub.add_parser("grant", help="give an account the enqueuer, worker, operator, events or viewer role")
     add_dsn(p)
-    p.add_argument("role", choices=["enqueuer", "worker", "operator", "events"])
+    p.add_argument("role", choices=["enqueuer", "worker", "operator", "events", "viewer"])
     p.add_argument("account", help="user or user@host (host defaults to %%)")
     p.add_argument("--database", help="the outbox database (default: the DSN's)")
     p.add_argument("--create", action="store_true", help="create the account if it does not exist")

@@ -76,12 +76,19 @@ OPERATOR_TABLES = (
     "email_suppressed_addresses_log",
 )
 
+# A read-only look at the outbox (the web console's read-only page, dashboards): the operator's
+# tables, and the two counting procedures; no change of any kind.
+VIEWER_PROCEDURES = ("email_outbox_stats", "email_outbox_queue_stats")
+
 ROLES: dict[str, tuple[str, ...]] = {
     "enqueuer": ENQUEUER_PROCEDURES,
     "worker": WORKER_PROCEDURES,
     "operator": OPERATOR_PROCEDURES,
     "events": EVENTS_PROCEDURES,
+    "viewer": VIEWER_PROCEDURES,
 }
+# The roles that read the tables directly.
+READER_ROLES = ("operator", "viewer")
 
 # user@host as MySQL spells an account; the host part defaults to '%'.
 _ACCOUNT = re.compile(r"^'?(?P<user>[^'@]{1,80})'?(?:@'?(?P<host>[^'@]{1,255})'?)?$")
@@ -122,7 +129,7 @@ def grant_statements(role: str, account: Account, database: str) -> list[str]:
     statements = [
         f"GRANT EXECUTE ON PROCEDURE {db}.{_quote_ident(name)} TO {account.sql()}" for name in ROLES[role]
     ]
-    if role == "operator":
+    if role in READER_ROLES:
         statements += [f"GRANT SELECT ON {db}.{_quote_ident(t)} TO {account.sql()}" for t in OPERATOR_TABLES]
     return statements
 

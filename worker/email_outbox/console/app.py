@@ -1,0 +1,191 @@
+"""The console's Starlette application: routes, the guard every request passes (who, CSRF, origin,
+headers), and the pages. `create_app(settings)` is the one entry point.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from email_outbox.console import views
+from email_outbox.console.auth import Authenticator
+from email_outbox.console.data import ConsoleDatabase
+from email_outbox.console.security import CsrfTokens, cross_origin_reason, page_headers
+
+log = logging.getLogger("email_outbox.console")
+
+
+@dataclass
+class ConsoleSettings:
+    database: ConsoleDatabase
+    authenticator: Authenticator
+    # Actions off even for an account that may run them.
+    read_only: bool = False
+    # Origins besides the request's own that a form may be posted from (a TLS-terminating proxy's).
+    public_origins: frozenset[str] = frozenset()
+    page_size: int = 50
+    # The most rows one bulk action may touch.
+    bulk_cap: int = 500
+    csrf: CsrfTokens = field(default_factory=CsrfTokens)
+    failures: FailedLogins = field(default_factory=lambda: FailedLogins())
+
+    @property
+    def can_act(self) -> bool:
+        return self.database.can_act and not self.read_only
+
+
+# Forms carry a reason and at most --bulk-cap ids: far below this.
+MAX_FORM_BYTES = 256 * 1024
+
+
+class FailedLogins:
+    """Failed logins per peer address in the current minute; past `limit`, the peer waits it out."""
+
+    def __init__(self, limit: int = 20, window_seconds: float = 60.0) -> None:
+        self.limit, self.window = limit, window_seconds
+        self._counts: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def failed(self, peer: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._counts) > 10_000:
+                self._counts.clear()
+            start, count = self._counts.get(peer, (now, 0))
+            if now - start > self.window:
+                start, count = now, 0
+            self._counts[peer] = (start, count + 1)
+
+    def blocked(self, peer: str) -> bool:
+        with self._lock:
+            start, count = self._counts.get(peer, (0.0, 0))
+        return count >= self.limit and time.monotonic() - start <= self.window
+
+
+STATIC = {
+    "htmx.min.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+
+
+def _static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return PlainTextResponse("not found", status_code=404)
+    content = resources.files("email_outbox.console").joinpath("static", name).read_bytes()
+    return Response(content, media_type=STATIC[name], headers={"Cache-Control": "max-age=3600"})
+
+
+class Guard(BaseHTTPMiddleware):
+    """Every request: a user (401 otherwise), and for a POST a same-origin request with the user's
+    CSRF token (403 otherwise). Every response: the security headers."""
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        settings: ConsoleSettings = request.app.state.settings
+        refusal = await self.refusal(request, settings)
+        if refusal is not None:
+            response = refusal
+        else:
+            response = await call_next(request)
+        if request.url.path.endswith("/html") and response.status_code == 200:
+            pass  # the frame's own, stricter headers are set by its view
+        else:
+            page_headers(response.headers)
+        return response
+
+    @staticmethod
+    async def refusal(request: Request, settings: ConsoleSettings) -> Response | None:
+        """None, with request.state.user set, for a request that may go on; else the refusal."""
+        peer = request.client.host if request.client else ""
+        if settings.failures.blocked(peer):
+            return PlainTextResponse(
+                "too many failed logins from your address: wait a minute", status_code=429
+            )
+        # The password check is a deliberately slow hash: off the event loop.
+        user = await run_in_threadpool(settings.authenticator.user, request)
+        if user is None:
+            if request.headers.get("authorization"):
+                settings.failures.failed(peer)
+            if settings.authenticator.challenge:
+                return PlainTextResponse(
+                    "authentication required",
+                    status_code=401,
+                    headers={"WWW-Authenticate": settings.authenticator.challenge},
+                )
+            return PlainTextResponse(
+                "refused: not from a trusted proxy, or no valid user header", status_code=403
+            )
+        request.state.user = user
+        if request.method in ("GET", "HEAD"):
+            return None
+        reason = cross_origin_reason(request, settings.public_origins)
+        if reason is not None:
+            log.warning("refused a cross-site %s %s: %s", request.method, request.url.path, reason)
+            return PlainTextResponse(f"refused: cross-site request ({reason})", status_code=403)
+        length = request.headers.get("content-length", "")
+        if not length.isdigit():
+            return PlainTextResponse("refused: a form needs a Content-Length", status_code=411)
+        if int(length) > MAX_FORM_BYTES:
+            return PlainTextResponse("refused: the form is too large", status_code=413)
+        await request.body()  # cached, so the view reads the same form again
+        form = await request.form()
+        if not settings.csrf.valid(user, str(form.get("csrf_token") or "")):
+            return PlainTextResponse(
+                "refused: missing or stale csrf_token (reload the page)", status_code=403
+            )
+        return None
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    log.exception("console request failed: %s %s", request.method, request.url.path, exc_info=exc)
+    response = HTMLResponse(
+        "<!doctype html><title>error</title><p>Something went wrong; the console's log has the details.</p>",
+        status_code=500,
+    )
+    page_headers(response.headers)
+    return response
+
+
+def create_app(settings: ConsoleSettings) -> Starlette:
+    routes = [
+        Route("/", views.overview),
+        Route("/fragments/overview", views.overview_fragment),
+        Route("/emails", views.email_list),
+        Route("/emails/{attempt_id:int}", views.email_page),
+        Route("/emails/{attempt_id:int}/html", views.email_html),
+        Route("/emails/{attempt_id:int}/requeue", views.requeue, methods=["POST"]),
+        Route("/emails/{attempt_id:int}/resolve", views.resolve, methods=["POST"]),
+        Route("/bulk", views.bulk_form),
+        Route("/bulk/preview", views.bulk_preview, methods=["POST"]),
+        Route("/bulk/apply", views.bulk_apply, methods=["POST"]),
+        Route("/static/{name}", _static),
+    ]
+    app = Starlette(
+        debug=False,
+        routes=routes,
+        middleware=[Middleware(Guard)],
+        exception_handlers={Exception: _server_error, 500: _server_error},
+    )
+    app.state.settings = settings
+    return app
+
+
+def redirect(path: str, **query: Any) -> RedirectResponse:
+    target = path + ("?" + urlencode(query) if query else "")
+    return RedirectResponse(target, status_code=303)
