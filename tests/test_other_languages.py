@@ -108,6 +108,7 @@ EXAMPLES = ROOT / "docs" / "examples"
 PDF = b"%PDF-1.4\n" + bytes(range(256)) * 3 + b"\n%%EOF\n"  # every byte value
 LANGUAGES = ("python-helper", "python-dbapi", "java", "node", "go", "php")
 GO_DRIVER = "github.com/go-sql-driver/mysql@v1.8.1"
+GO_DRIVER_DEBIAN = "/usr/share/gocode/src/github.com/go-sql-driver/mysql"
 NODE_DRIVER = "mysql2@3"
 JARS = (
     Path("/usr/share/java/mariadb-java-client.jar"),
@@ -126,7 +127,7 @@ def regions(path: Path) -> dict[str, str]:
         if marker.startswith("docs:start"):
             name, lines = marker.removeprefix("docs:start").strip(), []
         elif marker == "docs:end" and name is not None:
-            found[name] = textwrap.dedent("\n".join(lines)) + "\n"
+            found[name] = textwrap.dedent("\n".join(lines)).strip("\n") + "\n"
             name = None
         elif name is not None:
             lines.append(line)
@@ -235,23 +236,34 @@ def _command(language: str, build: Path, outcomes: dict[str, str]) -> tuple[list
             _skip(
                 outcomes,
                 language,
-                "no go toolchain on PATH (install Go 1.21+ to run docs/examples/enqueue.go)",
+                "no go toolchain on PATH (install Go 1.19+ to run docs/examples/enqueue.go)",
             )
         module = build / "go"
         module.mkdir()
         shutil.copy(EXAMPLES / "enqueue.go", module / "main.go")
         go_env = {
-            "GOFLAGS": "-mod=mod",
             "GOCACHE": str(_cache_dir("go-build")),
             "GOMODCACHE": str(_cache_dir("go-mod")),
+            "GOFLAGS": "-mod=mod",
         }
         env = {**os.environ, **go_env}
         assert _run(["go", "mod", "init", "example.com/enqueue"], cwd=module, env=env).returncode == 0
-        out = _run(["go", "get", GO_DRIVER], cwd=module, env=env)
-        if out.returncode != 0:
-            _skip(
-                outcomes, language, f"go could not fetch {GO_DRIVER} (offline?): {out.stderr.strip()[-300:]}"
-            )
+        fetched = _run(["go", "get", GO_DRIVER], cwd=module, env=env)
+        if fetched.returncode != 0:
+            # Offline: the driver's source from Debian (golang-github-go-sql-driver-mysql-dev) or GO_MYSQL_DIR.
+            local = Path(os.environ.get("GO_MYSQL_DIR") or GO_DRIVER_DEBIAN)
+            if not (local / "go.mod").exists():
+                _skip(
+                    outcomes,
+                    language,
+                    f"go could not fetch {GO_DRIVER} ({fetched.stderr.strip()[-200:]}) and {local} is absent"
+                    " (apt-get install golang-github-go-sql-driver-mysql-dev, or set GO_MYSQL_DIR)",
+                )
+            with (module / "go.mod").open("a") as mod:
+                mod.write(
+                    f"\nrequire {GO_DRIVER.replace('@', ' ')}\nreplace {GO_DRIVER.split('@')[0]} => {local}\n"
+                )
+            env["GOPROXY"] = "off"
         out = _run(["go", "build", "-o", str(build / "enqueue"), "."], cwd=module, env=env)
         assert out.returncode == 0, f"docs/examples/enqueue.go does not build:\n{out.stderr}"
         return [str(build / "enqueue"), "{order}", "{pdf}"], {}

@@ -62,6 +62,7 @@ func enqueueReceipt(ctx context.Context, db *sql.DB, orderID int64, pdf []byte) 
 	}
 	return affected, attemptID, tx.Commit()
 }
+
 // docs:end
 
 func main() {
