@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from email_outbox.devtools.localdb import LOCAL_SENDER_DOMAIN
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
@@ -304,7 +305,8 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
     outcomes: dict[str, str],
 ) -> None:
     """Runs docs/examples/<language> against the test database, twice, and compares what is stored
-    with the document the example builds: every address, header, tag and attachment byte."""
+    with the document the example builds: every address, header, tag and attachment byte. Then once
+    more with its sender taken off the allow-list: the 45000 rolls the order's change back too."""
     command, extra_env = _command(language, tmp_path, outcomes)
     order = LANGUAGES.index(language) + 40
     orders.cursor().execute("INSERT INTO orders VALUES (%s, 'new')", (order,))
@@ -371,4 +373,18 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
         }
     ], "every byte of the attachment"
     assert sum(s.count for s in repo.outbox_stats()) == 1, "the second run was a duplicate: one row"
+
+    # A refusal (45000) rolls the business change back with it: the example's own error path.
+    refused = order + 100
+    cur.execute("INSERT INTO orders VALUES (%s, 'new')", (refused,))
+    assert repo.sender_remove(LOCAL_SENDER_DOMAIN, "", "test", "refuse the example's sender") == 1
+    try:
+        out = _run([arg.format(order=refused, pdf=pdf) for arg in command], timeout=120, env=env)
+    finally:
+        repo.sender_add(LOCAL_SENDER_DOMAIN, "", "test", "the local test sender domain again")
+    assert out.returncode != 0, f"{language} example did not fail:\n{out.stdout}"
+    assert "is not an allowed sender" in out.stdout + out.stderr, out.stderr
+    cur.execute("SELECT state FROM orders WHERE id = %s", (refused,))
+    assert cur.fetchall() == [("new",)], "the refused enqueue rolled the business change back"
+    assert sum(s.count for s in repo.outbox_stats()) == 1, "and wrote nothing"
     outcomes[language] = "ran"
