@@ -5,6 +5,8 @@
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
+# The Java example of docs/procedures.md (tests/test_other_languages.py) needs MariaDB Connector/J and
+# JSON-P (the JDK has no JSON library): libmariadb-java and libjsonp-java, installed where apt-get can.
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 have_server() { command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1; }
@@ -45,6 +47,20 @@ ensure_chromium() {
     || echo "could not install chromium: the console's browser tests will be skipped" >&2
 }
 ensure_chromium
+# Only where a JDK is: the jars serve the Java example, and without java the test skips anyway.
+ensure_java_parts() {
+  command -v javac >/dev/null 2>&1 || return 0
+  [ -e /usr/share/java/mariadb-java-client.jar ] && [ -e /usr/share/java/javax.json.jar ] && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no apt-get: the Java example test will be skipped (it needs MariaDB Connector/J and JSON-P)" >&2
+    return 0
+  fi
+  echo "installing libmariadb-java and libjsonp-java for the Java example of docs/procedures.md"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      --no-install-recommends libmariadb-java libjsonp-java >/dev/null; } \
+    || echo "could not install libmariadb-java and libjsonp-java: the Java example test will be skipped" >&2
+}
+ensure_java_parts
 if have_server && have_client; then
   if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
     echo "installing galera-4, mariadb-backup and socat for the cluster tests"

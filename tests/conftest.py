@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 from email_outbox.cli import main
@@ -18,6 +19,8 @@ from tests.harness import TestServer, start_private_test_server, start_test_serv
 _server: TestServer | None = None
 _names = itertools.count(1)
 ROLE_PASSWORD = "s3cret-Pass"
+# tests/test_other_languages.py: language -> "ran" or "SKIP: reason", printed at the end of the run.
+OTHER_LANGUAGES = pytest.StashKey[dict[str, str]]()
 
 
 def get_test_server() -> TestServer:
@@ -30,6 +33,17 @@ def get_test_server() -> TestServer:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     server = get_test_server()
     return [f"database: {server.kind}, server version {server.version}, at {server.admin.redacted()}"]
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    outcomes = config.stash.get(OTHER_LANGUAGES, {})
+    if outcomes:
+        ran = [language for language, outcome in outcomes.items() if outcome == "ran"]
+        skipped = [f"{language} ({outcome})" for language, outcome in outcomes.items() if outcome != "ran"]
+        terminalreporter.write_line(
+            f"docs/examples ran in: {', '.join(ran) or 'no language'}"
+            + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
+        )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
