@@ -700,3 +700,16 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_unseen(
     assert client.get("/").status_code == 200
     with console.settings.database.session() as reads:
         assert reads.select("SELECT CONNECTION_ID() AS id")[0]["id"] != connection_id
+
+
+def test_a_public_origin_behind_a_tls_proxy_is_accepted_for_forms(
+    console: ConsoleUnderTest, client: TestClient, repo: OutboxRepository
+) -> None:
+    attempt_id = unknown_row(repo)
+    token = csrf(client, f"/emails/{attempt_id}")
+    form = {"csrf_token": token, "reason": "checked"}
+    path = f"/emails/{attempt_id}/requeue"
+    assert post(client, path, form, Origin="https://console.example.com").status_code == 403
+    console.settings.public_origins = frozenset({"https://console.example.com"})
+    assert post(client, path, form, Origin="https://console.example.com").status_code == 303
+    assert status_of(repo, attempt_id) == "Pending"
