@@ -576,6 +576,12 @@ mailbox = st.one_of(
                      "Ann <a@example.com> <b@example.com>", "@example.com", "a@", "a@@b.test"]),
 )  # fmt: skip
 mailbox_list = st.one_of(
+    st.builds(
+        lambda good, bad, at: [*good[:at], bad, *good[at:]],
+        st.lists(bare_address, max_size=2),
+        mailbox,
+        st.integers(0, 2),
+    ),
     st.lists(mailbox, max_size=4),
     st.lists(bare_address, min_size=20, max_size=30),  # two or three of these make more than 50
     st.lists(bare_address, min_size=51, max_size=55),
@@ -733,7 +739,22 @@ bad_tag = st.one_of(
 )
 attachment_faults: dict[str, st.SearchStrategy[Any]] = {
     "filename": st.one_of(
-        st.sampled_from(["../etc/passwd", "a\\b", ".", "..", "", "a\x07.txt", "x" * 256, "a\u202e.txt"]),
+        st.sampled_from(
+            [
+                "../etc/passwd",
+                "a\\b",
+                ".",
+                "..",
+                "",
+                "a\x07.txt",
+                "x" * 256,
+                "a\u202e.txt",
+                "a\u2028b",
+                "\x00",
+                "a\tb",
+                "a\x85",
+            ]
+        ),
         not_a_string,
     ),
     "content_type": st.one_of(
@@ -755,7 +776,7 @@ attachment_faults: dict[str, st.SearchStrategy[Any]] = {
 def broken_attachment(draw: st.DrawFn) -> dict[str, Any]:
     """A good attachment with one member broken (or one too many)."""
     item = dict(draw(good_attachment))
-    field = draw(st.sampled_from(sorted(attachment_faults)))
+    field = draw(st.sampled_from(["filename", "filename", "content_type", *sorted(attachment_faults)]))
     item[field] = draw(attachment_faults[field])
     return item
 
@@ -770,6 +791,11 @@ bad_members: dict[str, st.SearchStrategy[Any]] = {
     "text": not_a_string,
     "html": not_a_string,
     "headers": st.one_of(
+        *[st.builds(lambda good, name, value: {**good, name: value}, good_members["headers"],
+                    st.sampled_from(["Bcc", "bcc", "Content-Type", "content-id", "CONTENT-LANGUAGE", "X-SES-TENANT",
+                                     "x-ses-foo", "Resent-To", "Reply-To", "DKIM-Signature", "Message-ID", "X Bad",
+                                     "X:Bad", "", "X-😀", "é", "x" * 77]),
+                    st.just("v"))] * 2,
         st.dictionaries(header_name, header_value, max_size=4),
         st.dictionaries(st.from_regex(r"X-[A-Za-z0-9]{1,10}", fullmatch=True), hostile_header_value, min_size=1, max_size=3),
         st.dictionaries(st.from_regex(r"X-[A-Za-z0-9]{1,10}", fullmatch=True), hostile_header_value, min_size=1, max_size=3),
@@ -786,6 +812,8 @@ bad_members: dict[str, st.SearchStrategy[Any]] = {
     ),
     "configuration_set": st.one_of(token, not_a_string),
     "attachments": st.one_of(
+        *[st.builds(lambda good, bad, at: [*good[:at], bad, *good[at:]], st.lists(good_attachment, max_size=2),
+                    broken_attachment(), st.integers(0, 2))] * 4,
         st.lists(attachment, min_size=1, max_size=3),
         *[st.builds(lambda good, bad, at: [*good[:at], bad, *good[at:]], st.lists(good_attachment, max_size=2),
                     broken_attachment(), st.integers(0, 2))] * 4,
