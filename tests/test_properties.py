@@ -537,7 +537,7 @@ def test_operator_procedures_fuzz_refuse_with_45000_or_store_exactly(
 #  - member names are known case-insensitively (`Cc`, `ATTACHMENTS` pass) but read case-sensitively;
 #  - a member given twice is checked once (JSON_EXTRACT reads the first) and stored twice (a JSON
 #    parser such as the worker's reads the last);
-#  - `"attachments": null` is stored with attachment_count 1;
+#  - `"attachments": null` is stored with attachment_count 1, and `"template": null` is refused;
 #  - a header or tag name starting with "-" fails with 4042 (its JSON path `$."-x"` is refused);
 #  - send_after's offset goes through CONVERT_TZ, which on MariaDB 10.11 mixes up offsets that are
 #    not whole quarter hours (after -11:57, -09:41 converts as -11:57): offsets here are quarter hours;
@@ -1135,6 +1135,9 @@ KNOWN_BUGS = [
         id="a second to is stored unchecked",
     ),
     pytest.param({"attachments": None}, "attachment_count 0", id="attachments null counts 1"),
+    pytest.param(
+        {"template": None}, "stored", id="template null is refused where every other null means none"
+    ),
     pytest.param(
         '{"to": ["a@example.com"], "subject": "s", "text": "t", "headers": {"X-A\\u0026B": "v"}}',
         "stored",
