@@ -19,16 +19,19 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
+import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from email_outbox.display import UNSAFE_CHARACTERS
 from email_outbox.dsn import DatabaseDsn
-from email_outbox.errors import InvalidInput
+from email_outbox.errors import InvalidInput, OutboxError
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 from hypothesis import HealthCheck, given, settings
@@ -515,3 +518,668 @@ def test_operator_procedures_fuzz_refuse_with_45000_or_store_exactly(
         check()
     finally:
         repo.close()
+
+
+# --- email_enqueue_message documents ---------------------------------------------------------------
+# Generated documents mix valid members with wrong types, missing keys, huge lists, bad base64, hostile
+# header names and values, any Unicode (4-byte characters included) and random display names. The
+# rules are restated here (docs/procedures.md) so the fuzzer knows which documents must be refused:
+# each example ends in a clean 45000 from email_enqueue_message with nothing written, or in a stored
+# message whose every stored field equals what was sent.
+#
+# Known bugs in procedures/email_enqueue_message.sql, pinned by the xfail tests below and
+# kept out of the generated documents so the fuzzer goes on guarding everything else:
+#  - its ASCII-only patterns (header and tag names, tag values, configuration_set, template.name,
+#    content_type, content_id) REGEXP under a case-insensitive collation, so U+212A KELVIN SIGN and
+#    U+017F LONG S match [A-Za-z];
+#  - a header name of 57 to 76 characters fails with 1406 (`headers.<name>` overflows
+#    email_internal_check_text's VARCHAR(64) p_field);
+#  - member names are known case-insensitively (`Cc`, `ATTACHMENTS` pass) but read case-sensitively;
+#  - a member given twice is checked once (JSON_EXTRACT reads the first) and stored twice (a JSON
+#    parser such as the worker's reads the last);
+#  - `"attachments": null` is stored with attachment_count 1, and `"template": null` is refused;
+#  - a header or tag name starting with "-" fails with 4042 (its JSON path `$."-x"` is refused);
+#  - send_after's offset goes through CONVERT_TZ, which on MariaDB 10.11 mixes up offsets that are
+#    not whole quarter hours (after -11:57, -09:41 converts as -11:57): offsets here are quarter hours;
+#  - a header or tag name written with a JSON escape (`"X-A\\u0026B"`, as Go writes `&`) is
+#    refused: JSON_KEYS unescapes it, and the lookup by path then misses the raw key.
+LOOKALIKES = "\u212a\u017f"
+MESSAGE_MEMBERS = ("from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "headers", "tags",
+                   "configuration_set", "attachments", "template", "max_attempts", "send_after")  # fmt: skip
+RESERVED_HEADERS = {"from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "return-path",
+                    "dkim-signature", "reply-to", "sender", "received", "delivered-to"}  # fmt: skip
+SEND_AFTER = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+NAME_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
+CONTENT_ID = re.compile(r"[A-Za-z0-9!#$%&*+=?^_`{|}~.@-]{1,78}")
+HEADER_NAME = re.compile(r"[!-9;-~]{1,76}")
+
+ascii_field = st.text(st.characters(codec="utf-8", exclude_characters=LOOKALIKES), max_size=12)
+not_a_string = st.sampled_from([-1, 0, 5, True, False, ["x"], {"a": "b"}, 1.5])
+display_name = st.one_of(
+    st.text(st.characters(codec="utf-8"), max_size=20),
+    st.sampled_from(["Ann Lee", "Zoë Ünïcode", "🛟 Support 😀", '"Lee, Ann"', "Lee, Ann", '"A\\"B"', "A<B",
+                     "Ann\r\nBcc: evil@example.com", "José\u202e", "\U0001d518\U0001d52b\U0001d526", "  spaced  ", "", "x" * 257]),
+)  # fmt: skip
+bare_address = st.builds(
+    lambda local, domain: f"{local}@{domain}.test",
+    st.text("abcxyz0189._+-", min_size=1, max_size=10),
+    st.text("abcdef-", min_size=1, max_size=8),
+)
+mailbox = st.one_of(
+    bare_address,
+    st.builds(lambda name, address: f"{name} <{address}>", display_name, bare_address),
+    hostile,
+    st.sampled_from(["a@example.com, b@example.com", "x@example.com\r\nBcc: evil@example.com", "<a@example.com>",
+                     "Ann <a@example.com> <b@example.com>", "@example.com", "a@", "a@@b.test"]),
+)  # fmt: skip
+mailbox_list = st.one_of(
+    st.builds(
+        lambda good, bad, at: [*good[:at], bad, *good[at:]],
+        st.lists(bare_address, max_size=2),
+        mailbox,
+        st.integers(0, 2),
+    ),
+    st.lists(mailbox, max_size=4),
+    st.lists(bare_address, min_size=20, max_size=30),  # two or three of these make more than 50
+    st.lists(bare_address, min_size=51, max_size=55),
+    st.lists(bare_address, min_size=48, max_size=50),  # over 50 with the other lists
+    st.lists(st.one_of(mailbox, not_a_string), min_size=1, max_size=3),
+    not_a_string.filter(lambda v: not isinstance(v, list)),
+    st.none(),
+)
+sender = st.one_of(
+    st.builds(lambda name: f"{name} <shop@example.com>", display_name),
+    st.just("shop@example.com"),
+    st.just("Shop <shop@not-allowed.test>"),
+    mailbox,
+    not_a_string,
+)
+header_name = st.one_of(
+    st.sampled_from(["List-Unsubscribe", "List-Unsubscribe-Post", "X-Order", 'X"A', "X\\A", "X.A", "X[0]", "$",
+                     "Bcc", "bcc", "Content-Type", "content-id", "X-SES-CONFIGURATION-SET", "Resent-To", "Reply-To",
+                     "DKIM-Signature", "Message-ID", "X Bad", "X:Bad", "", "X\r\n", "X-😀", "é", "x" * 56]),
+    st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=56),
+    ascii_field,
+).filter(lambda name: not name.startswith("-"))  # fmt: skip
+hostile_header_value = st.one_of(
+    st.sampled_from(
+        ["x\r\nBcc: evil@example.com", "a\nb", "\x00", "\t", "a" * 999, "\u2028", "\u202e", "\x85", "\x7f"]
+    ),
+    st.text(st.characters(codec="utf-8"), min_size=1, max_size=10).map(lambda t: t + "\x1b"),
+    not_a_string,
+)
+header_value = st.one_of(
+    st.text(st.characters(codec="utf-8"), max_size=30),
+    st.sampled_from(["<https://example.com/u/1>, <mailto:u@example.com?subject=1>", "List-Unsubscribe=One-Click",
+                     "x\r\nBcc: evil@example.com", "a\nb", "\x00", "\t", "😀" * 998, "a" * 999, "\u2028", ""]),
+    not_a_string,
+)  # fmt: skip
+token = st.one_of(st.from_regex(r"[A-Za-z0-9_-]{1,20}", fullmatch=True), ascii_field,
+                  st.sampled_from(["outbox_id", "OUTBOX_ID", "a b", "x" * 256, "x" * 257, "é", ""]))  # fmt: skip
+media_type = st.one_of(
+    st.sampled_from(["application/pdf", "image/PNG", "text/plain", "application/vnd.ms-excel", "a/b+c.d",
+                     "text", "text/", "/plain", "text/plain; charset=utf-8", "-a/b", "a/" + "b" * 77]),
+    ascii_field,
+)  # fmt: skip
+base64_content = st.one_of(
+    st.binary(max_size=300).map(lambda b: base64.b64encode(b).decode()),
+    st.binary(min_size=60, max_size=200).map(lambda b: base64.encodebytes(b).decode()),  # MIME line breaks
+    st.sampled_from(["%%%", "eA", "eA=", "e", "eA==eA==", "====", "eA==\x00", "é", "eA==!"]),
+    not_a_string,
+)  # fmt: skip
+attachment = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "filename": st.one_of(
+                st.text(st.characters(codec="utf-8"), min_size=1, max_size=20),
+                st.sampled_from(
+                    [
+                        "invoice.pdf",
+                        "Rechnung März 🧾.pdf",
+                        "../etc/passwd",
+                        "a\\b",
+                        ".",
+                        "..",
+                        "",
+                        "a\x07.txt",
+                        "x" * 255,
+                        "x" * 256,
+                    ]
+                ),
+                not_a_string,
+            ),
+            "content_type": st.one_of(media_type, not_a_string),
+            "content_base64": base64_content,
+        },
+        optional={
+            "disposition": st.one_of(st.sampled_from(["attachment", "inline", "x", ""]), not_a_string),
+            "content_id": st.one_of(
+                st.sampled_from(["logo@example.com", "a.b", "<x>", "x" * 79, ""]), ascii_field
+            ),
+            "size": st.just(1),
+        },
+    ),
+    not_a_string,
+)
+future_time = st.builds(
+    lambda days, seconds, micro, offset: (
+        (datetime.now(UTC) + timedelta(days=days, seconds=seconds)).astimezone(
+            timezone(timedelta(minutes=offset))
+        )
+    ).isoformat(timespec=micro),
+    st.integers(1, 300),
+    st.integers(0, 86399),
+    st.sampled_from(["seconds", "milliseconds", "microseconds"]),
+    st.integers(-12 * 4, 13 * 4).map(lambda quarters: quarters * 15),  # real zones' offsets: see below
+)
+send_after = st.one_of(
+    future_time,
+    st.sampled_from(["2026-12-24 09:00:00", "2026-02-30T09:00:00Z", "2026-13-01T00:00:00Z", "2099-01-01T00:00:00Z",
+                     "2020-01-01T00:00:00Z", "2027-01-01T00:00:00+05:75", "2027-01-01T00:00:00", "tomorrow"]),
+    not_a_string,
+)  # fmt: skip
+
+
+# What each member looks like when it keeps every rule: most members of most documents are drawn
+# from these, the rest from the hostile strategies above, so both outcomes stay common.
+UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format (bidi) characters, separators
+safe_text = st.text(st.characters(codec="utf-8", exclude_categories=UNSAFE_CATEGORIES), max_size=30)
+safe_name = st.one_of(
+    st.text(st.characters(codec="utf-8", exclude_categories=UNSAFE_CATEGORIES, exclude_characters='<>"\\,;'),
+            max_size=20),
+    st.sampled_from(['"Lee, Ann"', '"Müller; Söhne"', "Zoë 🎉", "🛟", "Ann Lee"]),
+)  # fmt: skip
+good_mailbox = st.one_of(bare_address, st.builds(lambda n, a: f"{n} <{a}>", safe_name, bare_address))
+good_attachment = st.fixed_dictionaries(
+    {
+        "filename": st.one_of(
+            st.text(st.characters(codec="utf-8", exclude_categories=UNSAFE_CATEGORIES, exclude_characters="/\\"),
+                    min_size=3, max_size=20),
+            st.sampled_from(["invoice.pdf", "Rechnung März 🧾.pdf", "x" * 255]),
+        ),
+        "content_type": st.sampled_from(["application/pdf", "image/PNG", "text/plain", "a/b+c.d"]),
+        "content_base64": st.binary(max_size=300).map(lambda b: base64.b64encode(b).decode()),
+    },
+    optional={
+        "disposition": st.sampled_from(["attachment", "inline"]),
+        "content_id": st.sampled_from(["logo@example.com", "a.b", "x" * 78]),
+    },
+)  # fmt: skip
+good_members: dict[str, st.SearchStrategy[Any]] = {
+    "to": st.lists(good_mailbox, min_size=1, max_size=3),
+    "cc": st.lists(good_mailbox, max_size=3),
+    "bcc": st.lists(good_mailbox, max_size=2),
+    "reply_to": st.lists(good_mailbox, max_size=2),
+    "from": st.one_of(st.just("shop@example.com"), st.builds(lambda n: f"{n} <shop@example.com>", safe_name)),
+    "subject": st.one_of(safe_text, st.just("😀" * 998)),
+    "text": any_text,
+    "html": any_text,
+    "headers": st.dictionaries(
+        st.one_of(st.from_regex(r"X-[A-Za-z0-9-]{1,20}", fullmatch=True),
+                  st.sampled_from(["List-Unsubscribe", "List-Unsubscribe-Post", 'X"A', "X\\A", "X.A", "X[0]", "$"])),
+        st.one_of(safe_text, st.just("😀" * 998)), max_size=4,
+    ),
+    "tags": st.dictionaries(st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,19}", fullmatch=True).filter(lambda t: t.lower() != "outbox_id"),
+                            st.from_regex(r"[A-Za-z0-9_-]{1,20}", fullmatch=True), max_size=4),
+    "configuration_set": st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
+    "attachments": st.lists(good_attachment, max_size=3),
+    "template": st.fixed_dictionaries({"name": st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)},
+                                      optional={"data": st.dictionaries(any_text, any_text, max_size=3)}),
+    "max_attempts": st.integers(1, 100),
+    "send_after": future_time,
+}  # fmt: skip
+good_tag = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,19}", fullmatch=True).filter(
+    lambda t: t.lower() != "outbox_id"
+)
+bad_tag = st.one_of(
+    st.sampled_from(["outbox_id", "OUTBOX_ID", "a b", "x" * 257, "é", "", "a:b", "a.b"]), ascii_field
+)
+attachment_faults: dict[str, st.SearchStrategy[Any]] = {
+    "filename": st.one_of(
+        st.sampled_from(
+            [
+                "../etc/passwd",
+                "a\\b",
+                ".",
+                "..",
+                "",
+                "a\x07.txt",
+                "x" * 256,
+                "a\u202e.txt",
+                "a\u2028b",
+                "\x00",
+                "a\tb",
+                "a\x85",
+            ]
+        ),
+        not_a_string,
+    ),
+    "content_type": st.one_of(
+        st.sampled_from(
+            ["text", "text/", "/plain", "text/plain; charset=utf-8", "-a/b", "a/" + "b" * 77, "a b/c", "é/b"]
+        ),
+        not_a_string,
+    ),
+    "content_base64": st.one_of(
+        st.sampled_from(["%%%", "eA", "eA=", "e", "eA==eA==", "====", "é"]), not_a_string
+    ),
+    "disposition": st.one_of(st.sampled_from(["x", "", "attachments"]), not_a_string),
+    "content_id": st.one_of(st.sampled_from(["<x>", "x" * 79, "", "a b", "a/b", "a\x00"]), not_a_string),
+    "size": st.just(1),
+}
+
+
+@st.composite
+def broken_attachment(draw: st.DrawFn) -> dict[str, Any]:
+    """A good attachment with one member broken (or one too many)."""
+    item = dict(draw(good_attachment))
+    field = draw(st.sampled_from(["filename", "filename", "content_type", *sorted(attachment_faults)]))
+    item[field] = draw(attachment_faults[field])
+    return item
+
+
+bad_members: dict[str, st.SearchStrategy[Any]] = {
+    "to": mailbox_list,
+    "cc": mailbox_list,
+    "bcc": mailbox_list,
+    "reply_to": mailbox_list,
+    "from": sender,
+    "subject": st.one_of(hostile, not_a_string),
+    "text": not_a_string,
+    "html": not_a_string,
+    "headers": st.one_of(
+        *[st.builds(lambda good, name, value: {**good, name: value}, good_members["headers"],
+                    st.sampled_from(["Bcc", "bcc", "Content-Type", "content-id", "CONTENT-LANGUAGE", "X-SES-TENANT",
+                                     "x-ses-foo", "Resent-To", "Reply-To", "DKIM-Signature", "Message-ID", "X Bad",
+                                     "X:Bad", "", "X-😀", "é", "x" * 77]),
+                    st.just("v"))] * 2,
+        st.dictionaries(header_name, header_value, max_size=4),
+        st.dictionaries(st.from_regex(r"X-[A-Za-z0-9]{1,10}", fullmatch=True), hostile_header_value, min_size=1, max_size=3),
+        st.dictionaries(st.from_regex(r"X-[A-Za-z0-9]{1,10}", fullmatch=True), hostile_header_value, min_size=1, max_size=3),
+        st.dictionaries(st.from_regex(r"X-[A-Za-z0-9]{1,10}", fullmatch=True), st.just("v"), min_size=51,
+                        max_size=53),
+        st.just(["X-A"]), st.none(), st.just("X-A: 1"),
+    ),
+    "tags": st.one_of(
+        st.dictionaries(good_tag, st.one_of(bad_tag, not_a_string), min_size=1, max_size=3),
+        st.dictionaries(bad_tag.filter(lambda name: not name.startswith("-")), good_tag, min_size=1, max_size=3),
+        st.dictionaries(token.filter(lambda name: not name.startswith("-")), st.one_of(token, not_a_string), max_size=4),
+        st.dictionaries(st.from_regex(r"t[a-z0-9]{1,10}", fullmatch=True), st.just("v"), min_size=50, max_size=52),
+        st.none(), st.just([["a", "b"]]),
+    ),
+    "configuration_set": st.one_of(token, not_a_string),
+    "attachments": st.one_of(
+        *[st.builds(lambda good, bad, at: [*good[:at], bad, *good[at:]], st.lists(good_attachment, max_size=2),
+                    broken_attachment(), st.integers(0, 2))] * 4,
+        st.lists(attachment, min_size=1, max_size=3),
+        *[st.builds(lambda good, bad, at: [*good[:at], bad, *good[at:]], st.lists(good_attachment, max_size=2),
+                    broken_attachment(), st.integers(0, 2))] * 4,
+        st.lists(st.just({"filename": "a.txt", "content_type": "text/plain", "content_base64": "eA=="}),
+                 min_size=99, max_size=102),
+        st.just({"filename": "a.txt"}), st.just("a.txt"),
+    ),
+    "template": st.one_of(
+        st.fixed_dictionaries({"name": st.one_of(token, not_a_string)},
+                              optional={"data": st.one_of(st.dictionaries(any_text, any_text, max_size=3),
+                                                          not_a_string), "extra": st.just(1)}),
+        not_a_string,
+    ),
+    "max_attempts": st.one_of(st.integers(-2, 103), st.just("3"), st.just(3.0), st.booleans()),
+    "send_after": send_after,
+}  # fmt: skip
+
+
+# The members with the most rules come up more often as the broken one.
+BREAKABLE = (*MESSAGE_MEMBERS, *(("attachments",) * 5), *(("headers", "tags", "to") * 2))
+
+
+@st.composite
+def message_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """A document with at most one member broken in most examples (each rule seen on its own),
+    now and then two or more, and about half the time none."""
+    broken = draw(st.one_of(st.none(), st.sampled_from(BREAKABLE)))
+    templated = broken == "template" or draw(st.integers(0, 5)) == 0
+    doc: dict[str, Any] = {}
+    for key in MESSAGE_MEMBERS:
+        if key in ("subject", "text", "html"):
+            present = draw(st.integers(0, 19)) == 0 if templated else key == "subject" or draw(st.booleans())
+        else:
+            present = (
+                key == "to"
+                or (key == "template" and templated)
+                or (key != "template" and draw(st.booleans()))
+            )
+        if present or key == broken:
+            bad = key == broken or draw(st.integers(0, 29)) == 0
+            doc[key] = draw(bad_members[key] if bad else good_members[key])
+    if "text" not in doc and "html" not in doc and not templated and draw(st.integers(0, 9)) > 0:
+        doc["text"] = draw(any_text)
+    if draw(st.integers(0, 19)) == 0:
+        doc[draw(st.sampled_from(["bcc_list", "body", "attachment", "", "from_address"]))] = ["x@example.com"]
+    if draw(st.integers(0, 19)) == 0:
+        del doc[draw(st.sampled_from(sorted(doc)))]  # a missing key
+    return doc
+
+
+def _split_mailbox(value: str) -> tuple[str | None, str]:
+    """email_internal_split_mailbox: `Name <address>` into the name and the address."""
+    if value.endswith(">") and "<" in value:
+        address = value[:-1].rsplit("<", 1)[1]
+        return value[: len(value) - len(address) - 2].strip(" "), address
+    return None, value
+
+
+def _mailbox_ok(value: Any) -> bool:
+    """email_internal_check_text 'mailbox', restated."""
+    if not isinstance(value, str) or _breaks_text_rule(value):
+        return False
+    name, address = _split_mailbox(value)
+    if name is not None:
+        if len(name) >= 2 and name[0] == name[-1] == '"':
+            name = name[1:-1]
+        elif "," in name or ";" in name:
+            return False
+        if len(name) > 256 or any(c in name for c in '<>"\\'):
+            return False
+    return not _not_one_address(address)
+
+
+def _first_address(doc: dict[str, Any]) -> str | None:
+    for key in ("to", "cc", "bcc"):
+        if doc.get(key):
+            return _split_mailbox(doc[key][0])[1]
+    return None
+
+
+def _attachment_ok(item: Any) -> bool:
+    if not isinstance(item, dict) or set(item) - {"filename", "content_type", "content_base64", "disposition",
+                                                  "content_id"}:  # fmt: skip
+        return False
+    name, media, content = item.get("filename"), item.get("content_type"), item.get("content_base64")
+    if not isinstance(name, str) or not 1 <= len(name) <= 255 or "/" in name or "\\" in name:
+        return False
+    if name in (".", "..") or _breaks_text_rule(name):
+        return False
+    if not isinstance(media, str) or len(media) > 78 or not MEDIA_TYPE.fullmatch(media):
+        return False
+    if item.get("disposition") not in (None, "attachment", "inline"):
+        return False
+    content_id = item.get("content_id")
+    if content_id is not None and not (isinstance(content_id, str) and CONTENT_ID.fullmatch(content_id)):
+        return False
+    return _decoded(content) is not None
+
+
+def _decoded(content: Any) -> bytes | None:
+    if not isinstance(content, str):
+        return None
+    try:
+        return base64.b64decode("".join(content.split(" ")).replace("\n", ""), validate=True)
+    except ValueError:
+        return None
+
+
+def _send_after_utc(value: str) -> datetime | None:
+    if not SEND_AFTER.fullmatch(value) or (value[-1] != "Z" and int(value[-2:]) > 59):
+        return None  # Python would take +05:75 as 6 h 15 min; the server refuses it
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when.astimezone(UTC).replace(tzinfo=None)
+
+
+def _must_refuse(doc: dict[str, Any]) -> bool:
+    """True when some rule of docs/procedures.md's member table refuses `doc`."""
+    if set(doc) - set(MESSAGE_MEMBERS):
+        return True
+    recipients = 0
+    for key in ("to", "cc", "bcc", "reply_to"):
+        items = doc.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list) or len(items) > 50 or not all(map(_mailbox_ok, items)):
+            return True
+        recipients += len(items) if key != "reply_to" else 0
+    if not 1 <= recipients <= 50:
+        return True
+    sender = doc.get("from")
+    allowed = _mailbox_ok(sender) and _split_mailbox(sender)[1].partition("@")[2] == "example.com"
+    if sender is not None and not allowed:
+        return True
+    if any(doc.get(k) is not None and not isinstance(doc[k], str) for k in ("subject", "text", "html")):
+        return True
+    template = doc.get("template")
+    if template is not None:
+        if not isinstance(template, dict) or set(template) - {"name", "data"}:
+            return True
+        name = template.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+            return True
+        if "data" in template and not isinstance(template["data"], dict):
+            return True
+        if any(doc.get(k) is not None for k in ("subject", "text", "html")):
+            return True
+    else:
+        subject = doc.get("subject")
+        if subject is None or len(subject) > 998 or _breaks_text_rule(subject):
+            return True
+        if doc.get("text") is None and doc.get("html") is None:
+            return True
+    headers = doc.get("headers")
+    if headers is not None:
+        if not isinstance(headers, dict) or len(headers) > 50:
+            return True
+        for name, value in headers.items():
+            lower = name.lower()
+            if not HEADER_NAME.fullmatch(name) or lower in RESERVED_HEADERS:
+                return True
+            if lower.startswith(("content-", "x-ses-", "resent-")):
+                return True
+            if not isinstance(value, str) or len(value) > 998 or _breaks_text_rule(value):
+                return True
+    tags = doc.get("tags")
+    if tags is not None:
+        if not isinstance(tags, dict) or len(tags) > 49:
+            return True
+        for name, value in tags.items():
+            if not NAME_TOKEN.fullmatch(name) or name.lower() == "outbox_id":
+                return True
+            if not isinstance(value, str) or not NAME_TOKEN.fullmatch(value):
+                return True
+    configuration_set = doc.get("configuration_set")
+    if configuration_set is not None and not (
+        isinstance(configuration_set, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", configuration_set)
+    ):
+        return True
+    attempts = doc.get("max_attempts")
+    if attempts is not None and (type(attempts) is not int or not 1 <= attempts <= 100):
+        return True
+    if doc.get("send_after") is not None:
+        when = _send_after_utc(doc["send_after"]) if isinstance(doc["send_after"], str) else None
+        now = datetime.now(UTC).replace(tzinfo=None)
+        if when is None or not now - timedelta(days=30) < when < now + timedelta(days=366):
+            return True
+    attachments = doc.get("attachments")
+    if attachments is not None:
+        if not isinstance(attachments, list) or len(attachments) > 100:
+            return True
+        if not all(map(_attachment_ok, attachments)):
+            return True
+    return False
+
+
+def _stored_message(repo: OutboxRepository, attempt_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    cursor = repo.connection.cursor(dictionary=True)
+    cursor.execute(
+        "SELECT to_address, from_address, subject, text_body, html_body, max_attempts, next_attempt_at,"
+        " message_options, attachment_bytes FROM email_delivery_attempts WHERE id = %s",
+        (attempt_id,),
+    )
+    row: dict[str, Any] = cursor.fetchone()
+    cursor.execute(
+        "SELECT position, filename, content_type, disposition, content_id, content FROM email_attachments"
+        " WHERE attempt_id = %s ORDER BY position",
+        (attempt_id,),
+    )
+    attachments: list[dict[str, Any]] = [{**a, "content": bytes(a["content"])} for a in cursor.fetchall()]
+    cursor.close()
+    return row, attachments
+
+
+@pytest.mark.slow
+def test_enqueue_message_fuzz_stores_exactly_or_refuses_with_45000(
+    server: TestServer, dsn: DatabaseDsn
+) -> None:
+    server.truncate(dsn)
+    repo = OutboxRepository.open(dsn)
+    counter = itertools.count()
+    tallies = {"stored": 0, "refused": 0}
+
+    def counts() -> tuple[int, int, int]:
+        return tuple(
+            _count(repo, t) for t in ("email_delivery_attempts", "email_delivery_events", "email_attachments")
+        )  # type: ignore[return-value]
+
+    @settings(max_examples=800, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+    @given(
+        escaped=st.booleans(),  # \\u escapes (4-byte characters as surrogate pairs) or raw UTF-8
+        document=st.one_of(
+            message_documents(),
+            st.sampled_from(
+                ["not json", "[1, 2]", "null", "1", '"to"', "{", "", '{"to": ["a@example.com"],}']
+            ),
+        ),
+    )
+    def check(escaped: bool, document: dict[str, Any] | str) -> None:
+        nid = f"m-{next(counter)}"
+        text = document if isinstance(document, str) else json.dumps(document, ensure_ascii=escaped)
+        must_refuse = isinstance(document, str) or _must_refuse(document)
+        before = counts()
+        try:
+            result = repo.enqueue_message(nid, text)
+        except InvalidInput as exc:
+            assert str(exc).startswith("email_enqueue_message: "), f"not a clean 45000: {exc}"
+            assert counts() == before, "a refused message wrote nothing"
+            assert must_refuse, f"a valid document was refused: {exc}"
+            tallies["refused"] += 1
+            return
+        assert not must_refuse, "a document breaking a rule was accepted"
+        assert isinstance(document, dict) and result.affected == 1
+        row, attachments = _stored_message(repo, result.attempt_id)
+        sent_from = document.get("from")
+        assert row["to_address"] == _first_address(document)
+        assert row["from_address"] == (_split_mailbox(sent_from)[1] if sent_from is not None else None)
+        assert row["subject"] == ("" if document.get("template") is not None else document["subject"])
+        assert (row["text_body"], row["html_body"]) == (document.get("text"), document.get("html"))
+        assert row["max_attempts"] == (document.get("max_attempts") or 5)
+        if document.get("send_after") is not None:
+            assert row["next_attempt_at"] == _send_after_utc(document["send_after"])
+        options = json.loads(row["message_options"])
+        sent = document.get("attachments") or []
+        expected = {k: v for k, v in document.items()
+                    if k not in ("subject", "text", "html", "attachments", "max_attempts", "send_after")}  # fmt: skip
+        assert options == {**expected, "attachment_count": len(sent)}, "message_options as sent"
+        assert attachments == [
+            {
+                "position": i,
+                "filename": a["filename"],
+                "content_type": a["content_type"].lower(),
+                "disposition": a.get("disposition") or "attachment",
+                "content_id": a.get("content_id"),
+                "content": _decoded(a["content_base64"]),
+            }
+            for i, a in enumerate(sent)
+        ], "every attachment byte"
+        assert row["attachment_bytes"] == sum(len(a["content"]) for a in attachments)
+        assert counts() == (before[0] + 1, before[1] + 1, before[2] + len(sent))
+        tallies["stored"] += 1
+
+    try:
+        check()
+    finally:
+        repo.close()
+    print(f"enqueue_message fuzz: {tallies['stored']} stored, {tallies['refused']} refused")
+    assert tallies["stored"] >= 20 and tallies["refused"] >= 100, tallies
+
+
+KNOWN_BUGS = [
+    pytest.param(
+        {"headers": {"X-\u212a": "v"}}, "refused", id="header name with KELVIN SIGN passes [!-9;-~]"
+    ),
+    pytest.param({"tags": {"\u017f": "v"}}, "refused", id="tag name with LONG S passes [A-Za-z]"),
+    pytest.param({"configuration_set": "\u212a"}, "refused", id="configuration_set with KELVIN SIGN"),
+    pytest.param(
+        {
+            "attachments": [
+                {"filename": "a", "content_type": "a/b", "content_base64": "eA==", "content_id": "\u212a@x"}
+            ]
+        },
+        "refused",
+        id="content_id with KELVIN SIGN fails with 1366, not 45000",
+    ),
+    pytest.param({"headers": {"X" * 57: "v"}}, "stored", id="a 57-character header name fails with 1406"),
+    pytest.param({"headers": {"-X": "v"}}, "stored", id="a header name starting with - fails with 4042"),
+    pytest.param({"tags": {"-": "v"}}, "stored", id="a tag name starting with - fails with 4042"),
+    pytest.param({"Cc": ["b@example.com"]}, "refused", id="Cc is taken as known and then ignored"),
+    pytest.param(
+        {"to ": ["b@example.com"]}, "refused", id="'to ' (PAD SPACE) is taken as known and then ignored"
+    ),
+    pytest.param(
+        '{"to": ["a@example.com"], "to": ["x@example.com\\r\\nBcc: y@example.com"], "subject": "s", "text": "t"}',
+        "refused",
+        id="a second to is stored unchecked",
+    ),
+    pytest.param({"attachments": None}, "attachment_count 0", id="attachments null counts 1"),
+    pytest.param(
+        {"template": None}, "stored", id="template null is refused where every other null means none"
+    ),
+    pytest.param(
+        '{"to": ["a@example.com"], "subject": "s", "text": "t", "headers": {"X-A\\u0026B": "v"}}',
+        "stored",
+        id="a header name written with a JSON escape (Go writes & so) is not found by its path",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "expected"), KNOWN_BUGS)
+@pytest.mark.xfail(reason="a known bug of email_enqueue_message.sql on MariaDB (see the fuzzer's comment)")
+def test_known_gaps_of_enqueue_message(
+    repo: OutboxRepository, extra: dict[str, Any] | str, expected: str
+) -> None:
+    """What the fuzzer steps around. When the procedure is fixed these XPASS: then drop them from here and
+    let the fuzzer generate them."""
+    document = {
+        "to": ["a@example.com"],
+        "subject": "s",
+        "text": "t",
+        **({} if isinstance(extra, str) else extra),
+    }
+    text = extra if isinstance(extra, str) else json.dumps(document, ensure_ascii=False)
+    try:
+        result = repo.enqueue_message("known-gap", text)
+    except InvalidInput as exc:
+        assert expected == "refused" and str(exc).startswith("email_enqueue_message: "), str(exc)
+        return
+    except OutboxError as exc:
+        raise AssertionError(f"not a 45000: {exc}") from exc
+    assert expected != "refused", "accepted"
+    if expected.startswith("attachment_count"):
+        (options,) = repo._select(
+            "SELECT message_options FROM email_delivery_attempts WHERE id = %s", (result.attempt_id,)
+        )
+        assert json.loads(options["message_options"])["attachment_count"] == int(expected.split()[-1])
+
+
+@pytest.mark.xfail(reason="CONVERT_TZ on MariaDB 10.11 mixes up offsets (see the fuzzer's comment)")
+def test_known_gap_send_after_offsets_that_are_not_quarter_hours(repo: OutboxRepository) -> None:
+    when = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
+    for n, minutes in enumerate((-717, -581)):  # -11:57, then -09:41
+        local = when.astimezone(timezone(timedelta(minutes=minutes))).isoformat()
+        document = {"to": ["a@example.com"], "subject": "s", "text": "t", "send_after": local}
+        attempt_id = repo.enqueue_message(f"offset-{n}", json.dumps(document)).attempt_id
+        assert repo.get_row(attempt_id).next_attempt_at == when.replace(tzinfo=None), local
