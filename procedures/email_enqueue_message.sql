@@ -16,6 +16,11 @@ BEGIN
   DECLARE v_own INT DEFAULT NULL;
   DECLARE v_message VARCHAR(512) CHARACTER SET utf8mb4;
   DECLARE v_keys LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_values LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_seen LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_clean LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_headers LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_tags LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_key LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_i INT DEFAULT 0;
   DECLARE v_n INT DEFAULT 0;
@@ -37,6 +42,7 @@ BEGIN
   DECLARE v_send_after_text LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_send_after DATETIME(6) DEFAULT NULL;
   DECLARE v_offset VARCHAR(6);
+  DECLARE v_offset_minutes INT;
   DECLARE v_attachments LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_attachment_bytes BIGINT DEFAULT 0;
   DECLARE v_encoded_bytes BIGINT DEFAULT 0;
@@ -57,11 +63,19 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: message must be one JSON object';
   END IF;
   -- Every member is known: a misspelt `cc` must not silently send to fewer people.
+  -- A member given twice would be checked once and read twice, differently by different parsers.
+  -- (MariaDB lists a repeated name once in JSON_KEYS and counts it twice in JSON_LENGTH; MySQL keeps
+  -- the last and counts it once.)
+  IF JSON_LENGTH(p_message) <> JSON_LENGTH(JSON_KEYS(p_message)) THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: a member is given twice';
+  END IF;
   SET v_keys = JSON_KEYS(p_message), v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
     SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
-    IF v_key NOT IN ('from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'text', 'html', 'headers', 'tags',
-                     'configuration_set', 'attachments', 'template', 'max_attempts', 'send_after') THEN
+    -- Compared as bytes: `Cc` or `to ` is not `cc` or `to`, which is what the rest reads.
+    IF CAST(v_key AS BINARY) NOT IN ('from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'text', 'html', 'headers',
+                                     'tags', 'configuration_set', 'attachments', 'template', 'max_attempts',
+                                     'send_after') THEN
       SET v_message = CONCAT(v_where, ': unknown member ', LEFT(JSON_QUOTE(v_key), 80),
         ' (known: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,',
         ' attachments, template, max_attempts, send_after)');
@@ -92,13 +106,13 @@ BEGIN
 
   -- A stored template supplies subject and bodies itself.
   SET v_value = JSON_EXTRACT(p_message, '$.template');
-  IF v_value IS NOT NULL THEN
+  IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     SET v_template = 1;
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(JSON_REMOVE(v_value, '$.name', '$.data')) > 0 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: template must be an object with name and data';
     END IF;
     CALL email_internal_json_text(v_where, v_value, '$.name', 'template.name', v_key);
-    IF v_key IS NULL OR NOT v_key REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
+    IF v_key IS NULL OR NOT v_key COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
         'email_enqueue_message: template.name must be 1 to 64 letters, digits, underscores or dashes';
     END IF;
@@ -115,17 +129,28 @@ BEGIN
     SET v_subject = '';
   END IF;
 
+  IF v_template = 0 AND v_subject IS NULL THEN
+    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: subject is required (or a template)';
+  END IF;
+
   -- Headers: names in RFC 5322's character set, none that SES or the outbox sets itself.
   SET v_value = JSON_EXTRACT(p_message, '$.headers');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 50 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: headers must be an object of at most 50 names to values';
     END IF;
-    SET v_keys = JSON_KEYS(v_value), v_n = JSON_LENGTH(v_keys), v_i = 0;
+    IF JSON_LENGTH(v_value) <> JSON_LENGTH(JSON_KEYS(v_value)) THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: a header name is given twice';
+    END IF;
+    -- Names and values by position ($.* lists the values in JSON_KEYS's order): a path built from a name
+    -- would trip on `-X` or on a name written with a JSON escape. What is stored is rebuilt from the
+    -- checked pairs, so nothing unchecked rides along.
+    SET v_keys = JSON_KEYS(v_value), v_values = JSON_EXTRACT(v_value, '$.*'), v_n = JSON_LENGTH(v_keys), v_i = 0,
+        v_seen = JSON_ARRAY(), v_headers = JSON_OBJECT();
     WHILE v_i < v_n DO
       SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
       SET v_field = CONCAT('headers.', LEFT(v_key, 80));
-      IF NOT v_key REGEXP '^[!-9;-~]{1,76}$' THEN
+      IF NOT v_key COLLATE utf8mb4_bin REGEXP '^[!-9;-~]{1,76}$' THEN
         SET v_message = CONCAT(v_where, ': header name ', LEFT(JSON_QUOTE(v_key), 80),
           ' must be 1 to 76 printable ASCII characters without a colon or space (RFC 5322)');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
@@ -138,12 +163,18 @@ BEGIN
           ' is set by SES or the outbox itself and cannot be given (use the message members for addresses and subject)');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
       END IF;
-      CALL email_internal_json_text(v_where, v_value, CONCAT('$.', JSON_QUOTE(v_key)), v_field, v_content);
+      IF JSON_CONTAINS(v_seen, JSON_QUOTE(LOWER(v_key))) THEN
+        SET v_message = CONCAT(v_where, ': header ', v_key, ' is given twice (header names compare case-insensitively)');
+        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      END IF;
+      SET v_seen = JSON_ARRAY_APPEND(v_seen, '$', LOWER(v_key));
+      CALL email_internal_json_text(v_where, v_values, CONCAT('$[', v_i, ']'), v_field, v_content);
       IF v_content IS NULL OR CHAR_LENGTH(v_content) > 998 THEN
         SET v_message = CONCAT(v_where, ': ', v_field, ' must be a string of at most 998 characters');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_check_text(v_where, v_field, v_content, 'text');
+      SET v_headers = JSON_MERGE_PATCH(v_headers, JSON_OBJECT(v_key, v_content));
       SET v_i = v_i + 1;
     END WHILE;
   END IF;
@@ -154,29 +185,34 @@ BEGIN
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 49 THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: tags must be an object of at most 49 names to values';
     END IF;
-    SET v_keys = JSON_KEYS(v_value), v_n = JSON_LENGTH(v_keys), v_i = 0;
+    IF JSON_LENGTH(v_value) <> JSON_LENGTH(JSON_KEYS(v_value)) THEN
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: a tag name is given twice';
+    END IF;
+    SET v_keys = JSON_KEYS(v_value), v_values = JSON_EXTRACT(v_value, '$.*'), v_n = JSON_LENGTH(v_keys), v_i = 0,
+        v_tags = JSON_OBJECT();
     WHILE v_i < v_n DO
       SET v_key = JSON_UNQUOTE(JSON_EXTRACT(v_keys, CONCAT('$[', v_i, ']')));
       SET v_field = CONCAT('tags.', LEFT(v_key, 80));
-      IF NOT v_key REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
+      IF NOT v_key COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
         SET v_message = CONCAT(v_where, ': tag name ', LEFT(JSON_QUOTE(v_key), 80),
           ' must be 1 to 256 ASCII letters, digits, underscores or dashes (SES)');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
       END IF;
-      IF v_key = 'outbox_id' THEN
+      IF CAST(v_key AS BINARY) = 'outbox_id' THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: tag outbox_id is reserved: the worker sets it to the row id';
       END IF;
-      CALL email_internal_json_text(v_where, v_value, CONCAT('$.', JSON_QUOTE(v_key)), v_field, v_content);
-      IF v_content IS NULL OR NOT v_content REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
+      CALL email_internal_json_text(v_where, v_values, CONCAT('$[', v_i, ']'), v_field, v_content);
+      IF v_content IS NULL OR NOT v_content COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
         SET v_message = CONCAT(v_where, ': ', v_field, ' must be 1 to 256 ASCII letters, digits, underscores or dashes (SES)');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
       END IF;
+      SET v_tags = JSON_MERGE_PATCH(v_tags, JSON_OBJECT(v_key, v_content));
       SET v_i = v_i + 1;
     END WHILE;
   END IF;
 
   CALL email_internal_json_text(v_where, p_message, '$.configuration_set', 'configuration_set', v_content);
-  IF v_content IS NOT NULL AND NOT v_content REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
+  IF v_content IS NOT NULL AND NOT v_content COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
       'email_enqueue_message: configuration_set must be 1 to 64 ASCII letters, digits, underscores or dashes';
   END IF;
@@ -192,12 +228,16 @@ BEGIN
   -- send_after: ISO 8601 with an offset (or Z), stored in UTC.
   CALL email_internal_json_text(v_where, p_message, '$.send_after', 'send_after', v_send_after_text);
   IF v_send_after_text IS NOT NULL THEN
-    IF NOT v_send_after_text REGEXP
+    IF NOT v_send_after_text COLLATE utf8mb4_bin REGEXP
          '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
         'email_enqueue_message: send_after must be ISO 8601 with an offset, e.g. 2026-12-24T09:00:00+01:00 or ...Z';
     END IF;
     SET v_offset = IF(RIGHT(v_send_after_text, 1) = 'Z', '+00:00', RIGHT(v_send_after_text, 6));
+    -- Minutes east of UTC. Arithmetic, not CONVERT_TZ: MariaDB 10.11's CONVERT_TZ mixed up offsets
+    -- that are not whole quarter hours, and refused real ones above +13:00.
+    SET v_offset_minutes = IF(LEFT(v_offset, 1) = '-', -1, 1)
+                           * (CAST(SUBSTRING(v_offset, 2, 2) AS SIGNED) * 60 + CAST(SUBSTRING(v_offset, 5, 2) AS SIGNED));
     SET v_content = LEFT(v_send_after_text, CHAR_LENGTH(v_send_after_text) - IF(RIGHT(v_send_after_text, 1) = 'Z', 1, 6));
     BEGIN
       -- An impossible date (2026-13-01) is a warning on one server and an error on another, and
@@ -205,10 +245,11 @@ BEGIN
       DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET v_send_after = NULL;
       SET v_send_after = STR_TO_DATE(IF(LOCATE('.', v_content) > 0, v_content, CONCAT(v_content, '.0')),
                                      '%Y-%m-%dT%H:%i:%s.%f');
-      IF DATE_FORMAT(v_send_after, '%Y-%m-%dT%H:%i:%s') <> LEFT(v_content, 19) THEN
+      IF DATE_FORMAT(v_send_after, '%Y-%m-%dT%H:%i:%s') <> LEFT(v_content, 19)
+         OR v_offset_minutes NOT BETWEEN -720 AND 840 OR CAST(SUBSTRING(v_offset, 5, 2) AS SIGNED) > 59 THEN
         SET v_send_after = NULL;
       END IF;
-      SET v_send_after = CONVERT_TZ(v_send_after, v_offset, '+00:00');
+      SET v_send_after = v_send_after - INTERVAL v_offset_minutes MINUTE;
     END;
     IF v_send_after IS NULL THEN
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: send_after is not a real time';
@@ -240,7 +281,7 @@ BEGIN
       END IF;
       CALL email_internal_check_text(v_where, CONCAT(v_field, '.filename'), v_filename, 'text');
       CALL email_internal_json_text(v_where, v_value, '$.content_type', CONCAT(v_field, '.content_type'), v_content_type);
-      IF v_content_type IS NULL OR CHAR_LENGTH(v_content_type) > 78 OR NOT v_content_type REGEXP
+      IF v_content_type IS NULL OR CHAR_LENGTH(v_content_type) > 78 OR NOT v_content_type COLLATE utf8mb4_bin REGEXP
            '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$' THEN
         SET v_message = CONCAT(v_where, ': ', v_field, '.content_type must be a media type such as application/pdf');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
@@ -251,7 +292,7 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_json_text(v_where, v_value, '$.content_id', CONCAT(v_field, '.content_id'), v_content_id);
-      IF v_content_id IS NOT NULL AND NOT v_content_id REGEXP '^[A-Za-z0-9!#$%&*+=?^_`{|}~.@-]{1,78}$' THEN
+      IF v_content_id IS NOT NULL AND NOT v_content_id COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9!#$%&*+=?^_`{|}~.@-]{1,78}$' THEN
         SET v_message = CONCAT(v_where, ': ', v_field,
           '.content_id must be 1 to 78 characters of an RFC 5322 message id, without angle brackets');
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
@@ -276,11 +317,25 @@ BEGIN
       'email_enqueue_message: the message must be at most 40 MB (SES''s limit), bodies and base64 attachments together';
   END IF;
 
+  -- What is stored is rebuilt from the members just checked, nothing else.
+  SET v_clean = JSON_OBJECT('attachment_count', IF(JSON_TYPE(v_attachments) = 'ARRAY', JSON_LENGTH(v_attachments), 0));
+  SET v_i = 1;
+  WHILE v_i <= 7 DO
+    SET v_key = SUBSTRING_INDEX(SUBSTRING_INDEX('from,to,cc,bcc,reply_to,configuration_set,template', ',', v_i), ',', -1);
+    SET v_value = JSON_EXTRACT(p_message, CONCAT('$.', v_key));
+    IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(p_message, CONCAT('$.', v_key)));
+    END IF;
+    SET v_i = v_i + 1;
+  END WHILE;
+  IF v_headers IS NOT NULL THEN
+    SET v_clean = JSON_SET(v_clean, '$.headers', JSON_EXTRACT(v_headers, '$'));
+  END IF;
+  IF v_tags IS NOT NULL THEN
+    SET v_clean = JSON_SET(v_clean, '$.tags', JSON_EXTRACT(v_tags, '$'));
+  END IF;
   -- Issue 15: recipients on the suppression list are left out (all of them suppressed: the row fails).
-  CALL email_internal_drop_suppressed(
-    JSON_SET(JSON_REMOVE(p_message, '$.subject', '$.text', '$.html', '$.attachments', '$.max_attempts', '$.send_after'),
-             '$.attachment_count', COALESCE(JSON_LENGTH(v_attachments), 0)),
-    v_options, v_first);
+  CALL email_internal_drop_suppressed(v_clean, v_options, v_first);
   CALL email_internal_begin(v_own);
   CALL email_internal_enqueue(v_where, p_notification_id, COALESCE(v_first, v_to_address), v_from_address, v_subject,
                               v_text, v_html, v_max_attempts, v_send_after, v_template, v_options,

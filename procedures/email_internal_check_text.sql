@@ -10,7 +10,7 @@
 -- functions with the binary log on needs SUPER.
 CREATE PROCEDURE email_internal_check_text(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
-  IN p_field VARCHAR(64) CHARACTER SET utf8mb4,
+  IN p_field VARCHAR(300) CHARACTER SET utf8mb4,
   IN p_value LONGTEXT CHARACTER SET utf8mb4,
   IN p_kind VARCHAR(16) CHARACTER SET utf8mb4
 )
