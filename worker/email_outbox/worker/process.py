@@ -1,7 +1,7 @@
 """A worker replica: the parts put together, the run from start-up to drained shutdown, and signals.
 
 No database transaction is open during a send: every procedure call commits on its own
-(docs/design.md section 5).
+(docs/design.md sections 3 and 8).
 """
 
 from __future__ import annotations
