@@ -68,6 +68,7 @@ BEGIN
    FOR UPDATE SKIP LOCKED;
   -- Issue 15: a row to a suppressed address ends Failed here instead of being claimed.
   CALL email_internal_fail_suppressed_claims(v_now, p_claimed_by);
+  CALL email_internal_drop_suppressed_claims();
 
   -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
   -- locked read, not from the column being overwritten.

@@ -1,5 +1,6 @@
 -- Internal: the recipients of a message document (to, cc, bcc) that are on the suppression list are
--- taken out before it is stored, and listed under `suppressed_recipients`, so SES never sees them and
+-- taken out (at enqueue, and again at the claim for addresses suppressed since), and listed under
+-- `suppressed_recipients`, so SES never sees them and
 -- `show` says why they did not get it. If every recipient is suppressed the document is returned as it
 -- was: email_internal_enqueue then ends the row Failed ('Suppressed') through its first recipient.
 CREATE PROCEDURE email_internal_drop_suppressed(
@@ -19,7 +20,9 @@ BEGIN
   DECLARE v_name LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_address LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_address_key VARCHAR(320) CHARACTER SET utf8mb4;
-  DECLARE v_dropped LONGTEXT CHARACTER SET utf8mb4 DEFAULT JSON_ARRAY();
+  DECLARE v_dropped LONGTEXT CHARACTER SET utf8mb4
+    DEFAULT COALESCE(JSON_EXTRACT(p_doc, '$.suppressed_recipients'), JSON_ARRAY());
+  DECLARE v_new INT DEFAULT 0;
   DECLARE v_kept INT DEFAULT 0;
   SET p_out = p_doc, p_first_address = NULL;
   WHILE v_k <= 3 DO
@@ -34,7 +37,7 @@ BEGIN
         CALL email_internal_address_key(v_address, v_address_key);
         IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key = v_address_key COLLATE utf8mb4_bin) THEN
           SET v_list = JSON_REMOVE(v_list, CONCAT('$[', v_i, ']'));
-          SET v_dropped = JSON_ARRAY_APPEND(v_dropped, '$', v_item);
+          SET v_dropped = JSON_ARRAY_APPEND(v_dropped, '$', v_item), v_new = v_new + 1;
         ELSE
           SET v_kept = v_kept + 1;
         END IF;
@@ -49,7 +52,9 @@ BEGIN
   END WHILE;
   IF v_kept = 0 THEN
     SET p_out = p_doc, p_first_address = NULL;
-  ELSEIF JSON_LENGTH(v_dropped) > 0 THEN
+  ELSEIF v_new = 0 THEN
+    SET p_out = p_doc;  -- unchanged, text and all
+  ELSE
     SET p_out = JSON_SET(p_out, '$.suppressed_recipients', JSON_EXTRACT(v_dropped, '$'));
   END IF;
 END

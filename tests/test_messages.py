@@ -345,3 +345,20 @@ def test_suppressed_recipients_are_left_out_and_an_all_suppressed_message_fails(
     )
     failed = repo.get_row(alone.attempt_id)
     assert failed.status is Status.FAILED and failed.last_error_code == "Suppressed"
+
+
+def test_a_cc_suppressed_after_the_enqueue_is_left_out_at_the_claim(
+    dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
+    attempt_id = enqueue_message(repo.connection, "later-suppressed", full_message()).attempt_id
+    repo.suppression_add("carl@example.com", "ops", "complained after the enqueue")
+    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", **FAST)
+    try:
+        wait_until(lambda: drained(repo), 60, "the message to be sent")
+    finally:
+        assert worker.terminate() == 0, worker.log()[-3000:]
+    sent = _sent_request(endpoint, attempt_id)
+    assert "CcAddresses" not in sent["Destination"], "the suppressed cc never reached SES"
+    assert sent["Destination"]["ToAddresses"] == ["Ann Lee <ann@example.com>", "bob@example.com"]
+    options = json.loads(repo.get_row(attempt_id).message_options or "{}")
+    assert options["suppressed_recipients"] == ['"Lee, Carl" <carl@example.com>']
