@@ -455,3 +455,27 @@ def test_from_stdin_replays_a_firehose_style_stream(
     assert main(["events", "--from-file", "-", "--dsn", dsn.url()]) == 0  # type: ignore[attr-defined]
     assert "events recorded 2" in capsys.readouterr().out
     assert repo.get_row(a).status is Status.SENT and repo.get_row(a).provider_message_id == "ses-s1"
+
+
+def test_the_consumers_metrics_bind_loopback_unless_told(repo: OutboxRepository) -> None:
+    """prometheus_client binds every interface by default; the consumer, like the worker, does not."""
+    import threading
+    import urllib.request
+
+    from email_outbox.cli import build_parser
+    from email_outbox.devtools.dbserver import free_port
+    from email_outbox.events.ingest import Tally
+    from email_outbox.events.metrics import serve
+
+    args = build_parser().parse_args(["events", "--from-file", "-", "--metrics-port", "9"])
+    assert args.metrics_host == "127.0.0.1"
+    port, stop = free_port(), threading.Event()
+    serve(args.metrics_host, port, Tally(), lambda: repo, stop)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            assert response.status == 200
+        listening = [line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+                     if line.split()[3] == "0A"]  # fmt: skip
+        assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening
+    finally:
+        stop.set()

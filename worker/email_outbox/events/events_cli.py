@@ -52,7 +52,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         from email_outbox.events.metrics import serve
 
-        serve(args.metrics_port, tally, open_repository, stop)
+        serve(args.metrics_host, args.metrics_port, tally, open_repository, stop)
     if args.from_file is not None:
         return _from_file(args.from_file, open_repository(), consumer_id, tally, args.batch_size, stop)
     consumer = SqsConsumer(
@@ -118,5 +118,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="delete messages that cannot be read (default: leave them for the queue's dead-letter queue)",
     )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    p.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address /metrics binds (default 127.0.0.1; 0.0.0.0 exposes it)"
+    )
     p.add_argument("--log-format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_events)

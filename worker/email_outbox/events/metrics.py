@@ -75,6 +75,7 @@ class EventsCollector(Collector):
 
 
 def serve(
+    host: str,
     port: int,
     tally: Tally,
     open_repository: Callable[[], OutboxRepository],
@@ -84,7 +85,8 @@ def serve(
     collector = EventsCollector(tally)
     registry = CollectorRegistry()
     registry.register(collector)
-    start_http_server(port, registry=registry)
+    # prometheus_client binds every interface unless told: the worker's rule is loopback by default.
+    start_http_server(port, addr=host, registry=registry)
 
     def refresh() -> None:
         repo: OutboxRepository | None = None
