@@ -119,7 +119,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
     p.add_argument(
-        "--metrics-host", default="127.0.0.1", help="address /metrics binds (default 127.0.0.1; 0.0.0.0 exposes it)"
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address /metrics binds (default 127.0.0.1; 0.0.0.0 exposes it)",
     )
     p.add_argument("--log-format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_events)
