@@ -13,17 +13,11 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
-  CALL email_internal_check_claim('email_finalize_failure', p_id, p_claim_token);
   IF p_permanent IS NULL OR p_permanent NOT IN (0, 1) THEN
+    CALL email_internal_check_claim('email_finalize_failure', p_id, p_claim_token);
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_failure: permanent must be 0 or 1';
   END IF;
-  IF CHAR_LENGTH(p_error_code) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_failure: error_code must be at most 191 characters';
-  END IF;
-  IF p_retry_delay_seconds IS NULL OR p_retry_delay_seconds < 0 OR p_retry_delay_seconds > 604800 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_failure: retry_delay_seconds must be 0 to 604800';
-  END IF;
-  CALL email_internal_settle(p_id, p_claim_token, IF(p_permanent = 1, 'Failed', 'Retrying'), p_retry_delay_seconds,
-                             p_error_code, p_error_message, NULL, NULL, NULL, NULL, v_to);
+  CALL email_internal_finalize('email_finalize_failure', p_id, p_claim_token, IF(p_permanent = 1, 'Failed', 'Retrying'),
+                               NULL, p_error_code, p_error_message, 'retry_delay_seconds', p_retry_delay_seconds, v_to);
   SELECT IF(v_to IS NULL, 0, 1) AS affected, v_to AS status;
 END

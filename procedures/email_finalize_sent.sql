@@ -9,11 +9,7 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
-  CALL email_internal_check_claim('email_finalize_sent', p_id, p_claim_token);
-  IF p_provider_message_id IS NULL OR CHAR_LENGTH(p_provider_message_id) < 1
-     OR CHAR_LENGTH(p_provider_message_id) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_sent: provider_message_id must be 1 to 191 characters';
-  END IF;
-  CALL email_internal_settle(p_id, p_claim_token, 'Sent', 0, NULL, NULL, p_provider_message_id, NULL, NULL, NULL, v_to);
+  CALL email_internal_finalize('email_finalize_sent', p_id, p_claim_token, 'Sent', p_provider_message_id,
+                               NULL, NULL, NULL, 0, v_to);
   SELECT IF(v_to IS NULL, 0, 1) AS affected;
 END

@@ -9,8 +9,7 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
-  CALL email_internal_check_claim('email_finalize_unknown', p_id, p_claim_token);
-  CALL email_internal_settle(p_id, p_claim_token, 'UnknownOutcome', 0, 'AmbiguousOutcome', p_error_message,
-                             NULL, NULL, NULL, NULL, v_to);
+  CALL email_internal_finalize('email_finalize_unknown', p_id, p_claim_token, 'UnknownOutcome', NULL, NULL,
+                               p_error_message, NULL, 0, v_to);
   SELECT IF(v_to IS NULL, 0, 1) AS affected;
 END

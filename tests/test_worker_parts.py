@@ -19,13 +19,14 @@ from email_outbox.classify import Decision, Outcome
 from email_outbox.config import load_config
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, InvalidInput, SchemaNotInstalled, TransientDatabaseError
-from email_outbox.models import ClaimedEmail, FailureResult, Status
+from email_outbox.models import ClaimedEmail, FailureResult, FinalizeItem, Status
 from email_outbox.stats import WorkerStats
 from email_outbox.worker.actions import RULES, DelayPolicy, Effect, Step, action_for
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.database import DatabaseCalls, RetryPolicy
 from email_outbox.worker.delivery import Delivery
 from email_outbox.worker.finalizer import Finalizer
+from email_outbox.worker.group_commit import GroupCommit
 from email_outbox.worker.loop import ClaimLoop
 from email_outbox.worker.pacing import Pacer
 from email_outbox.worker.slots import Slots
@@ -74,6 +75,11 @@ class FakeRepository:
     def finalize_failure(self, row: int, token: str, **kw: Any) -> FailureResult:
         self._answer("finalize_failure", row, token, kw["permanent"], kw["retry_delay_seconds"])
         return FailureResult(self.affected, Status.RETRYING)
+
+    def finalize_batch(self, items: list[FinalizeItem]) -> list[FailureResult]:
+        self._answer("finalize_batch", *items)
+        stale = {item.id for item in items if item.claim_token != "tok"}
+        return [FailureResult(0 if i.id in stale else self.affected, None) for i in items]
 
     def claimed_bodies(self, row: int, token: str) -> tuple[str, str | None]:
         self._answer("claimed_bodies", row, token)
@@ -226,6 +232,92 @@ def test_a_finalize_that_cannot_land_before_the_lease_ends_gives_up_and_says_so(
     landed, stats = finalize(repo, Outcome.ACCEPTED, deadline=time.monotonic() - 1)
     assert not landed and stats.finalize == {"sent_never_landed": 1}
     assert "goes UnknownOutcome when its lease ends" in caplog.text
+
+
+# --- group commit -----------------------------------------------------------------------------------
+def test_finalizes_that_arrive_while_one_is_on_the_wire_land_together_each_with_its_own_result() -> None:
+    first_on_the_wire, release = threading.Event(), threading.Event()
+    groups: list[list[int]] = []
+
+    def land(items: Any) -> list[int]:
+        groups.append(list(items))
+        if len(groups) == 1:
+            first_on_the_wire.set()
+            assert release.wait(5)
+        return [item * 10 for item in items]
+
+    group: GroupCommit[int, int] = GroupCommit(land)
+    results: dict[int, int] = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, group.submit(i))) for i in range(6)]
+    threads[0].start()
+    assert first_on_the_wire.wait(5)
+    for thread in threads[1:]:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while len(group._waiting) < 5 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert groups == [[0], [1, 2, 3, 4, 5]], "nothing waited for company; the rest went in one call"
+    assert results == {i: i * 10 for i in range(6)}
+
+
+def test_a_group_that_fails_tells_each_of_its_members_and_no_one_else() -> None:
+    def land(items: Any) -> list[int]:
+        if 13 in items:
+            raise DatabaseUnavailable("gone")
+        return list(items)
+
+    group: GroupCommit[int, int] = GroupCommit(land)
+    with pytest.raises(DatabaseUnavailable):
+        group.submit(13)
+    assert group.submit(7) == 7
+
+
+def test_groups_are_capped() -> None:
+    sizes: list[int] = []
+    group: GroupCommit[int, int] = GroupCommit(
+        lambda items: sizes.append(len(items)) or list(items), max_group=2
+    )
+    group._waiting.extend(group_ticket(i) for i in range(4))
+    assert group.submit(9) == 9
+    assert sizes == [2, 2, 1], "the oldest first, never more than the cap in one call"
+
+
+def group_ticket(item: int) -> Any:
+    from email_outbox.worker.group_commit import _Ticket
+
+    return _Ticket(item)
+
+
+def test_the_finalizer_sends_a_group_as_one_batch_each_row_fenced_on_its_own() -> None:
+    repo, stats = FakeRepository(), WorkerStats()
+    finalizer = Finalizer(calls_on(repo), stats)
+    sent = action_for(Decision(Outcome.ACCEPTED, message_id="m-1"), 1, POLICY, random.Random(0))
+    retry = action_for(
+        Decision(Outcome.TRANSIENT, error_code="E", error_message="e"), 1, POLICY, random.Random(0)
+    )
+    landings = finalizer._land(
+        [(claim(1), sent), (Claim(email(2), "stolen", time.monotonic() + 60), sent), (claim(3), retry)]
+    )
+    assert [name for name, _ in repo.calls] == ["finalize_batch"]
+    items = repo.calls[0][1]
+    assert [(i.id, i.outcome) for i in items] == [(1, "sent"), (2, "sent"), (3, "retry")]
+    assert (
+        items[0].provider_message_id == "m-1" and items[2].error_code == "E" and items[2].delay_seconds >= 0
+    )
+    assert [landing.affected for landing in landings] == [1, 0, 1]
+    assert stats.finalize_group_sizes.count == 1 and stats.finalize_group_sizes.total == 3
+
+
+def test_an_item_the_batch_refuses_does_not_sink_the_others() -> None:
+    repo = FakeRepository(errors=[InvalidInput("45000: outcomes[1]")])
+    finalizer = Finalizer(calls_on(repo), WorkerStats())
+    sent = action_for(Decision(Outcome.ACCEPTED, message_id="m-1"), 1, POLICY, random.Random(0))
+    landings = finalizer._land([(claim(1), sent), (claim(2), sent)])
+    assert [name for name, _ in repo.calls] == ["finalize_batch", "finalize_sent", "finalize_sent"]
+    assert [landing.affected for landing in landings] == [1, 1]
 
 
 # --- delivery ---------------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ class WorkerCollector(Collector):
             db_errors = dict(s.db_errors)
             claims, claimed_rows = s.claims, s.claimed_rows
             claim_sizes = s.claim_sizes.copy()
+            finalize_groups = s.finalize_group_sizes.copy()
             send_latency = s.send_latency.copy()
             throttles, pauses, in_flight = s.throttle_events, s.pause_events, s.in_flight
             last_db, last_loop = s.last_db_success, s.last_loop
@@ -101,6 +102,11 @@ class WorkerCollector(Collector):
         yield CounterMetricFamily("email_outbox_claims", "email_claim_batch calls", value=claims)
         yield CounterMetricFamily("email_outbox_claimed_rows", "Rows claimed", value=claimed_rows)
         yield _histogram("email_outbox_claim_batch_size", "Rows per claim", claim_sizes)
+        yield _histogram(
+            "email_outbox_finalize_group_size",
+            "Finalizes per database call (one alone: the row's own procedure; more: email_finalize_batch)",
+            finalize_groups,
+        )
         yield _histogram("email_outbox_send_seconds", "SES SendEmail call duration", send_latency)
         yield GaugeMetricFamily("email_outbox_in_flight", "Claimed rows not yet finalized", value=in_flight)
         yield CounterMetricFamily("email_outbox_throttle_events", "SES throttling answers", value=throttles)

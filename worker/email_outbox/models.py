@@ -102,6 +102,22 @@ class FailureResult:
 
 
 @dataclass(frozen=True)
+class FinalizeItem:
+    """One finalize of email_finalize_batch; `outcome` is sent, failed, retry, unknown or released."""
+
+    id: int
+    claim_token: str
+    outcome: str
+    provider_message_id: str | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    delay_seconds: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass(frozen=True)
 class StatusCount:
     status: Status
     count: int

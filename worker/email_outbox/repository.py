@@ -8,6 +8,7 @@ Writes go through the procedures only; the few SELECTs here are read-only views 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -27,6 +28,7 @@ from email_outbox.models import (
     DeliveryRow,
     EnqueueResult,
     FailureResult,
+    FinalizeItem,
     QueueHealth,
     Status,
     StatusCount,
@@ -294,6 +296,15 @@ class OutboxRepository(ProviderEventCalls):
         return self._affected(
             "email_release_claim", id=attempt_id, claim_token=claim_token, delay_seconds=delay_seconds
         )
+
+    def finalize_batch(self, items: Sequence[FinalizeItem]) -> list[FailureResult]:
+        """Several finalizes in one call and one transaction, each fenced by its own claim: one result
+        per item, in order (affected 0 where the claim was no longer held)."""
+        rows = self._call(
+            "email_finalize_batch",
+            outcomes=json.dumps([item.as_json() for item in items], ensure_ascii=False),
+        )
+        return [FailureResult(int(r["affected"]), _status(r["status"])) for r in rows]
 
     # --- operators ------------------------------------------------------------------------------
     def requeue_unknown_outcome(self, attempt_id: int, requeued_by: str, reason: str) -> int:

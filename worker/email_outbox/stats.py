@@ -54,6 +54,7 @@ class WorkerStats:
     claims: int = 0
     claimed_rows: int = 0
     claim_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
+    finalize_group_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
     send_latency: Distribution = field(default_factory=lambda: Distribution(SEND_SECONDS_BUCKETS))
     # Recent samples only (the throttle logic's view of the current send rate): a replica runs for
     # weeks, so nothing here may grow without bound.
@@ -74,6 +75,10 @@ class WorkerStats:
             self.claims += 1
             self.claimed_rows += rows
             self.claim_sizes.observe(rows)
+
+    def record_finalize_group(self, rows: int) -> None:
+        with self.lock:
+            self.finalize_group_sizes.observe(rows)
 
     def record_send(self, outcome: str, seconds: float) -> None:
         with self.lock:

@@ -10,23 +10,37 @@ back to where it was claimed from at the next claim (it was not sent).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from email_outbox import failpoints
-from email_outbox.errors import OutboxError
+from email_outbox.errors import InvalidInput, OutboxError
+from email_outbox.models import FinalizeItem
 from email_outbox.repository import OutboxRepository
 from email_outbox.stats import WorkerStats
 from email_outbox.worker.actions import Action, Step
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.database import DatabaseCalls
+from email_outbox.worker.group_commit import GroupCommit
 
 log = logging.getLogger("email_outbox.worker")
+
+
+@dataclass(frozen=True)
+class Landing:
+    """What became of one finalize: the affected-row count, or the error that stopped it, and whether
+    the connection was lost on the way (an earlier try may then have committed)."""
+
+    affected: int = 0
+    error: OutboxError | None = None
+    reconnected: bool = False
 
 
 class Finalizer:
     def __init__(self, database: DatabaseCalls, stats: WorkerStats) -> None:
         self._database = database
         self._stats = stats
+        self._group: GroupCommit[tuple[Claim, Action], Landing] = GroupCommit(self._land)
 
     def apply(self, claim: Claim, action: Action) -> bool:
         """Tell the database what became of the claimed row; True if the change landed."""
@@ -35,30 +49,23 @@ class Finalizer:
             ctx["message_id"] = action.message_id
         elif action.step is Step.RELEASE:
             ctx.update(reason=action.reason, delay_s=action.delay_seconds)
-        losses: list[str] = []
         if action.step is not Step.RELEASE:
             failpoints.hit("before_finalize")
             failpoints.hit_soon("during_finalize")
-        try:
-            affected = self._database.call(
-                f"finalize_{action.step.value}",
-                _procedure(claim, action),
-                deadline=claim.deadline,
-                losses=losses,
-            )
-        except OutboxError as exc:
+        landing = self._group.submit((claim, action))
+        if landing.error is not None:
             self._stats.add("finalize", f"{action.step.value}_never_landed")
             fate = "it was not sent" if action.step is Step.RELEASE else "it may have been sent"
             log.error(
                 f"finalize never landed; the row goes UnknownOutcome when its lease ends ({fate})",
-                extra={**ctx, "error": str(exc)},
+                extra={**ctx, "error": str(landing.error)},
             )
             return False
-        if affected == 1:
+        if landing.affected == 1:
             self._stats.add("finalize", action.step.value)
             log.debug(action.step.value, extra=ctx)
             return True
-        if losses:
+        if landing.reconnected:
             # The connection dropped during an earlier try, which may have committed: a refusal now
             # can be our own finalize already in place.
             self._stats.add("finalize", f"{action.step.value}_refused_after_reconnect")
@@ -71,6 +78,52 @@ class Finalizer:
                 extra=ctx,
             )
         return False
+
+    def _land(self, group: Sequence[tuple[Claim, Action]]) -> list[Landing]:
+        """One call for the group: the row's own procedure when it is alone, email_finalize_batch
+        otherwise, under the retry policy until the earliest lease in the group ends."""
+        self._stats.record_finalize_group(len(group))
+        if len(group) == 1:
+            claim, action = group[0]
+            return [self._call(f"finalize_{action.step.value}", _procedure(claim, action), claim.deadline)]
+        items = [_item(claim, action) for claim, action in group]
+        losses: list[str] = []
+        try:
+            results = self._database.call(
+                "finalize_batch",
+                lambda r: r.finalize_batch(items),
+                deadline=min(claim.deadline for claim, _ in group),
+                losses=losses,
+            )
+        except InvalidInput:
+            # Not expected from items built here; land each alone so one cannot sink the others.
+            return [self._land([member])[0] for member in group]
+        except OutboxError as exc:
+            return [Landing(error=exc, reconnected=bool(losses))] * len(group)
+        return [Landing(r.affected, reconnected=bool(losses)) for r in results]
+
+    def _call(self, what: str, procedure: Callable[[OutboxRepository], int], deadline: float) -> Landing:
+        losses: list[str] = []
+        try:
+            affected = self._database.call(what, procedure, deadline=deadline, losses=losses)
+        except OutboxError as exc:
+            return Landing(error=exc, reconnected=bool(losses))
+        return Landing(affected, reconnected=bool(losses))
+
+
+def _item(claim: Claim, action: Action) -> FinalizeItem:
+    """The row's finalize as an item of email_finalize_batch: the same change as `_procedure`'s."""
+    return FinalizeItem(
+        id=claim.id,
+        claim_token=claim.token,
+        outcome=action.step.value,
+        provider_message_id=action.message_id if action.step is Step.SENT else None,
+        error_code=action.error_code if action.step in (Step.FAILED, Step.RETRY) else None,
+        error_message=action.error_message
+        if action.step is not Step.SENT and action.step is not Step.RELEASE
+        else None,
+        delay_seconds=action.delay_seconds if action.step in (Step.RETRY, Step.RELEASE) else 0,
+    )
 
 
 def _procedure(claim: Claim, action: Action) -> Callable[[OutboxRepository], int]:
