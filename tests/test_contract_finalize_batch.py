@@ -24,7 +24,7 @@ def claimed(repo: OutboxRepository, count: int, **kwargs: Any) -> list[tuple[int
 
 
 def raw_batch(repo: OutboxRepository, document: str) -> list[tuple[Any, ...]]:
-    with repo._cursor() as cursor:  # noqa: SLF001 - the raw CALL, as another language would make it
+    with repo._cursor() as cursor:
         cursor.execute("CALL email_finalize_batch(%s)", (document,))
         rows = [tuple(r.values()) for r in cursor.fetchall()]
         while cursor.nextset():
@@ -174,7 +174,7 @@ BAD_ITEMS: list[tuple[Any, str]] = [
 def test_a_bad_item_refuses_the_whole_call_and_writes_nothing(
     repo: OutboxRepository, document: Any, message: str
 ) -> None:
-    (a, ta), (b, tb) = claimed(repo, 2)
+    (a, ta), (b, _) = claimed(repo, 2)
     if isinstance(document, list) and len(document) < 1000:
         # A good item before the bad one: it must not land either.
         document = [good(a, ta), *document]
