@@ -410,6 +410,17 @@ def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_data
     assert len(limits) >= 4, "the failed claim was tried again, and the process stayed up"
 
 
+def test_gathering_slots_returns_once_enough_are_free_or_the_wait_is_over() -> None:
+    slots = Slots(4, WorkerStats())
+    slots.take(4)
+    freer = threading.Timer(0.01, lambda: (slots.free_one(), slots.free_one()))
+    freer.start()
+    started = time.monotonic()
+    assert slots.wait_for_more(2, 5.0) == 2
+    assert time.monotonic() - started < 4, "woken by the second free, not by the timeout"
+    assert slots.wait_for_more(4, 0.01) == 2, "the wait is bounded: it claims with what is free"
+
+
 def test_the_progress_line_is_info_and_per_email_lines_are_debug(caplog: pytest.LogCaptureFixture) -> None:
     from email_outbox.worker.progress import ProgressLine
 

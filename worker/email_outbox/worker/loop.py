@@ -26,6 +26,11 @@ MIN_IDLE_SECONDS = 0.02
 # cores: at 50 ms per send, carrying on took the outbox from 0.85 to 0.95 of a bare send loop; at 0 ms,
 # one single-row claim per email cost a third of the throughput against the loop's shared claims.
 CARRY_ON_ABOVE_SECONDS = 0.010
+# With fast sends, the loop waits up to this long for half the slots to be free before it claims: slots
+# free every millisecond or two then, and one claim for four rows costs the database far less than
+# four claims for one. Measured on 2 cores at 0 ms provider latency: 2.4 rows per claim without it,
+# 3.8 with it, and 10% more emails/s. Never with slow sends, where a slot waiting is a send not made.
+GATHER_SECONDS = 0.005
 # A claim that meets these backs off and tries again later: the process stays up.
 CLAIM_BACKS_OFF_ON = (DatabaseUnavailable, TransientDatabaseError, SchemaNotInstalled)
 
@@ -61,6 +66,9 @@ class ClaimLoop:
             free = self._slots.wait_for_free(config.poll_interval, stopping)
             if free == 0:
                 continue
+            half = self._slots.concurrency // 2
+            if free < half and not self._provider_is_slow():
+                free = self._slots.wait_for_more(half, GATHER_SECONDS)
             limit = self._pacer.tokens(min(free, config.batch_size), stopping)
             if limit == 0:
                 continue

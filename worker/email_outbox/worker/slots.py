@@ -23,15 +23,25 @@ class Slots:
     def wait_for_free(self, timeout: float, stopping: threading.Event) -> int:
         """The number of free slots, after waiting up to `timeout` for at least one.
 
-        A freed slot is claimed for at once. Waiting a few milliseconds for more to free up cost 5 to 8%
-        of the throughput at 50 ms provider latency; slots that free while a claim is in flight are
-        taken together by the next claim anyway."""
+        Waiting here for more to free up cost 5 to 8% of the throughput at 50 ms provider latency: the
+        claim loop gathers (`wait_for_more`) only while sends are fast."""
         with self._changed:
             free = self.concurrency - self._taken
             if free <= 0 and not stopping.is_set():
                 self._changed.wait(timeout=timeout)
                 free = self.concurrency - self._taken
             return max(free, 0)
+
+    def wait_for_more(self, want: int, timeout: float) -> int:
+        """The number of free slots, after waiting up to `timeout` for `want` of them."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.concurrency - self._taken < want:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(timeout=remaining)
+            return max(self.concurrency - self._taken, 0)
 
     def take(self, n: int) -> None:
         with self._changed:
