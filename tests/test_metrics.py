@@ -12,7 +12,7 @@ from email_outbox.repository import OutboxRepository
 from email_outbox.stats import Distribution
 
 from tests.harness import TestServer
-from tests.helpers import enqueue_many
+from tests.helpers import enqueue_many, scalar
 from tests.worker_harness import Samples, account, drained, health, metric, scrape, spawn_worker, wait_until
 
 
@@ -70,6 +70,7 @@ def test_counters_match_what_happened(dsn: DatabaseDsn, repo: OutboxRepository, 
     assert metric(samples, "email_outbox_claim_batch_size_count") == metric(
         samples, "email_outbox_claims_total"
     )
+    assert metric(samples, "email_outbox_finalize_group_size_sum") == 48, "each finalize in one group"
     assert metric(samples, "email_outbox_in_flight") == 0
     # The gauge shows the live queue only: its cost follows the backlog, not the history.
     assert {labels for name, labels in samples if name == "email_outbox_queue_depth"} == {
@@ -77,6 +78,34 @@ def test_counters_match_what_happened(dsn: DatabaseDsn, repo: OutboxRepository, 
     }
     assert metric(samples, "email_outbox_oldest_due_age_seconds") == 0
     assert metric(samples, "email_outbox_worker_info", worker_id="metered") == 1
+
+
+def test_finalizes_that_end_together_land_in_one_batch_call(
+    dsn: DatabaseDsn, repo: OutboxRepository, tmp_path: Path
+) -> None:
+    """With eight fast sends at a time, finalizes overlap: a real worker lands some of them together
+    through email_finalize_batch, and every email is still sent once and finalized once."""
+    enqueue_many(repo, 200, prefix="grouped")
+    with SesEndpoint() as endpoint:
+        port = free_port()
+        worker = spawn_worker(dsn, endpoint.url, tmp_path, "grouped", concurrency=8, metrics_port=port)
+        try:
+            wait_until(lambda: drained(repo), 90, "the outbox to drain")
+            samples = scrape(port)
+        finally:
+            assert worker.terminate() == 0
+        result = account(repo, endpoint, 200)
+    assert result.by_status[Status.SENT] == 200
+    assert metric(samples, "email_outbox_finalize_total", result="sent") == 200
+    assert metric(samples, "email_outbox_finalize_group_size_sum") == 200
+    groups = metric(samples, "email_outbox_finalize_group_size_count")
+    assert groups < 200, "some finalizes went together in one email_finalize_batch call"
+    events = scalar(
+        repo,
+        "SELECT COUNT(*) FROM email_delivery_events e JOIN email_delivery_attempts a ON a.id = e.attempt_id"
+        " WHERE a.notification_id LIKE 'grouped%%' AND e.to_status = 'Sent'",
+    )
+    assert events == 200, "one audit event per finalize, grouped or not"
 
 
 def test_healthz_turns_503_while_the_database_is_down_and_back_to_200(
