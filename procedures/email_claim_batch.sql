@@ -13,7 +13,7 @@ CREATE PROCEDURE email_claim_batch(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-  CALL email_internal_claim_batch('email_claim_batch', p_claim_token, p_claimed_by, p_lease_seconds, p_limit);
+  CALL email_internal_claim_batch('email_claim_batch', p_claim_token, p_claimed_by, p_lease_seconds, p_limit, 0);
   SELECT a.id, a.notification_id, a.to_address, a.from_address, a.subject, a.text_body, a.html_body,
          a.attempt_count, a.max_attempts, a.lease_expires_at
     FROM email_claim_batch_ids c

@@ -16,21 +16,6 @@ CREATE PROCEDURE email_claim_batch_v2(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-  IF p_max_inline_body_bytes IS NULL OR p_max_inline_body_bytes < 0 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_claim_batch_v2: max_inline_body_bytes must be 0 or more';
-  END IF;
-  CALL email_internal_claim_batch('email_claim_batch_v2', p_claim_token, p_claimed_by, p_lease_seconds, p_limit);
-  SELECT a.id, a.notification_id, a.to_address, a.from_address, a.subject,
-         IF(COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) <= p_max_inline_body_bytes,
-            a.text_body, NULL) AS text_body,
-         IF(COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) <= p_max_inline_body_bytes,
-            a.html_body, NULL) AS html_body,
-         a.attempt_count, a.max_attempts, a.lease_expires_at,
-         COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
-         a.message_options, a.attachment_bytes
-    FROM email_claim_batch_ids c
-         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-   WHERE a.claim_token = p_claim_token COLLATE utf8mb4_bin
-     AND a.status = 'Processing'
-   ORDER BY a.next_attempt_at, a.id;
+  CALL email_internal_claim_v2('email_claim_batch_v2', p_claim_token, p_claimed_by, p_lease_seconds, p_limit,
+                               p_max_inline_body_bytes, 0);
 END

@@ -1,13 +1,15 @@
 -- Several finalizes in one call and one transaction: what a worker does when several of its sends end
 -- together. p_outcomes is a JSON array of 1 to 1000 objects, each with exactly these members:
 --   id, claim_token                  the claim, as for the single finalizes (required)
---   outcome                          'sent', 'failed', 'retry', 'unknown' or 'released' (required)
+--   outcome                          'sent', 'failed', 'retry', 'unknown', 'released' or 'started'
+--                                    (required)
 --   provider_message_id              required for 'sent', absent or null otherwise
 --   error_code, error_message        for 'failed' and 'retry' ('unknown': error_message); optional
 --   delay_seconds                    for 'retry' and 'released' (0 to 604800); optional, 0
 -- Each one is the single procedure's change, under the same rules and with the same fence: 'sent' is
 -- email_finalize_sent, 'failed' and 'retry' email_finalize_failure with permanent 1 and 0, 'unknown'
--- email_finalize_unknown, 'released' email_release_claim. A row the caller no longer holds is left
+-- email_finalize_unknown, 'released' email_release_claim, 'started' email_start_send (a worker sends the
+-- start of its next reservation with its last finalize). A row the caller no longer holds is left
 -- as it is (affected 0) and the others still land. A malformed item refuses the whole call, naming its
 -- index, and nothing is written.
 -- Result: one row per item, in the order given: seq (from 0), id, affected, status (the status
@@ -91,6 +93,7 @@ BEGIN
                       WHEN 'retry' THEN 'Retrying'
                       WHEN 'unknown' THEN 'UnknownOutcome'
                       WHEN 'released' THEN 'Released'
+                      WHEN 'started' THEN 'Started'
                     END;
     CALL email_internal_finalize(v_where, v_id, v_token, v_outcome, v_provider_message_id, v_error_code,
       v_error_message, 'delay_seconds', v_delay, v_to);

@@ -2,13 +2,15 @@
 -- claims up to p_limit due rows for one worker in one short transaction, with one audit event per
 -- row, and leaves their ids in the session's temporary table email_claim_batch_ids for the caller's
 -- result set. Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never
--- share a row. Commits its own transaction.
+-- share a row. Commits its own transaction. p_reserve 1: the rows are reservations (reserved_at set:
+-- their sends have not started; see email_reserve_batch); 0: claimed as started.
 CREATE PROCEDURE email_internal_claim_batch(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
   IN p_claimed_by TEXT CHARACTER SET utf8mb4,
   IN p_lease_seconds BIGINT,
-  IN p_limit BIGINT
+  IN p_limit BIGINT,
+  IN p_reserve TINYINT
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
@@ -80,6 +82,7 @@ BEGIN
          a.claimed_by = p_claimed_by,
          a.claimed_at = v_now,
          a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
+         a.reserved_at = IF(p_reserve = 1, v_now, NULL),
          a.row_version = a.row_version + 1,
          a.updated_at = v_now
    WHERE a.status IN ('Pending', 'Retrying');

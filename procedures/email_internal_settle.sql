@@ -8,7 +8,8 @@
 --             'UnknownOutcome'  never resent automatically
 --             'Released'        not sent: back to the status it was claimed from, attempt not counted,
 --                               due again after p_delay_seconds
---   p_expired_by  the sweep's fence: the lease must have ended by then (NULL: any live claim);
+--   p_expired_by  the sweep's fence: the lease must have ended by then (NULL: any live claim), and
+--                 for 'Released' the send must not have started (reserved_at still set);
 --                 a swept attempt is dated from its claim, not from now
 --   p_actor, p_detail  NULL: the claimant, and the outcome's standard detail
 -- Callers check their own arguments first. p_to_status is the status written (NULL: the claim was
@@ -62,12 +63,15 @@ BEGIN
          claim_token = NULL,
          lease_expires_at = NULL,
          claimed_from_status = NULL,
+         reserved_at = NULL,
          row_version = row_version + 1,
          updated_at = v_now
    WHERE id = p_id
      AND claim_token = p_claim_token COLLATE utf8mb4_bin
      AND status = 'Processing'
-     AND (p_expired_by IS NULL OR lease_expires_at <= p_expired_by);
+     AND (p_expired_by IS NULL OR lease_expires_at <= p_expired_by)
+     -- The sweep releases only a reservation whose send never started, read again under the row lock.
+     AND (p_expired_by IS NULL OR p_outcome <> 'Released' OR reserved_at IS NOT NULL);
   IF ROW_COUNT() = 1 THEN
     SELECT status, claimed_by INTO p_to_status, v_actor FROM email_delivery_attempts WHERE id = p_id;
     CALL email_internal_record_event(p_id, v_now, 'Processing', p_to_status, p_claim_token,

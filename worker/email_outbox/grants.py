@@ -19,6 +19,8 @@ ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message")
 WORKER_PROCEDURES = (
     "email_claim_batch",
     "email_claim_batch_v2",
+    "email_reserve_batch",
+    "email_start_send",
     "email_claimed_bodies",
     "email_claimed_attachments",
     "email_claimable_candidates",

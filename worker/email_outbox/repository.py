@@ -230,6 +230,24 @@ class OutboxRepository(ProviderEventCalls):
         )
         return [_claimed_email(r, max_inline_body_bytes) for r in rows]
 
+    def reserve_batch(
+        self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int, max_inline_body_bytes: int
+    ) -> list[ClaimedEmail]:
+        """claim_batch_v2's rows as reservations: mark each started (start_send, or a `started` item
+        of finalize_batch) just before its send."""
+        rows = self._call(
+            "email_reserve_batch",
+            claim_token=claim_token,
+            claimed_by=claimed_by,
+            lease_seconds=lease_seconds,
+            limit=limit,
+            max_inline_body_bytes=max_inline_body_bytes,
+        )
+        return [_claimed_email(r, max_inline_body_bytes) for r in rows]
+
+    def start_send(self, attempt_id: int, claim_token: str) -> int:
+        return self._affected("email_start_send", id=attempt_id, claim_token=claim_token)
+
     def claimed_bodies(self, attempt_id: int, claim_token: str) -> tuple[str | None, str | None] | None:
         """The bodies of a row this claim holds; None when it no longer holds it."""
         rows = self._call("email_claimed_bodies", id=attempt_id, claim_token=claim_token)
