@@ -19,6 +19,7 @@ from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
 from tests.harness import TestServer
+from tests.helpers import scalar
 from tests.worker_harness import account, counts, drained, health, metric, scrape, spawn_worker, wait_until
 
 FAST = {"lease_seconds": 6, "ses_connect_timeout": 1, "ses_read_timeout": 2}
@@ -79,6 +80,36 @@ def test_kill_minus_9_worker_mid_run(
     assert 1 <= len(unknown) <= 4, "at most `concurrency` rows are ambiguous after a crash"
     assert all(r.claimed_by == "victim" and r.last_error_code == "LeaseExpired" for r in unknown)
     assert result.by_status[Status.SENT] + len(unknown) == 300
+
+
+def test_kill_minus_9_with_reservations_held_sends_them_later_and_leaves_only_started_rows_ambiguous(
+    dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
+    """With slow sends a worker holds reservations: rows claimed ahead, not started. Killed then, the
+    rows it was sending go UnknownOutcome as before, and its reservations go back unsent, attempt not
+    counted, to be sent once by another worker."""
+    enqueue(repo, 60)
+    endpoint.set_faults(FaultRule("latency", seconds=0.8))
+    victim = spawn_worker(dsn, endpoint.url, tmp_path, "victim", concurrency=4, **FAST)
+    reserved = "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Processing' AND reserved_at IS NOT NULL"
+    wait_until(lambda: scalar(repo, reserved) > 0, 60, "the victim to hold reservations")
+    victim.kill()
+    held = scalar(repo, reserved)
+    survivor = spawn_worker(dsn, endpoint.url, tmp_path, "survivor", concurrency=4, **FAST)
+    try:
+        wait_until(lambda: drained(repo), 120, "the survivor to finish")
+    finally:
+        assert survivor.terminate() == 0
+    result = account(repo, endpoint, 60)
+    unknown = repo.list_rows(Status.UNKNOWN_OUTCOME, limit=100)
+    assert len(unknown) <= 4, "only the rows being sent are ambiguous, not the reservations"
+    released = scalar(
+        repo,
+        "SELECT COUNT(DISTINCT attempt_id) FROM email_delivery_events WHERE actor = 'lease-sweep'"
+        " AND to_status IN ('Pending', 'Retrying') AND detail LIKE '%%before its send started'",
+    )
+    assert held >= 1 and released == held, "every reservation held at the kill went back unsent"
+    assert result.by_status[Status.SENT] + len(unknown) == 60 and result.duplicates == 0
 
 
 def test_read_timeout_after_accept_goes_unknown_and_is_never_resent(

@@ -29,6 +29,7 @@ from email_outbox.worker.finalizer import Finalizer
 from email_outbox.worker.group_commit import GroupCommit
 from email_outbox.worker.loop import ClaimLoop
 from email_outbox.worker.pacing import Pacer
+from email_outbox.worker.reservations import Reservations
 from email_outbox.worker.slots import Slots
 
 DSN = DatabaseDsn("u", "p", "127.0.0.1", 3306, "outbox")
@@ -91,6 +92,17 @@ class FakeRepository:
         self._answer("claim", limit)
         taken, self.backlog = self.backlog[:limit], self.backlog[limit:]
         return taken
+
+    def reserve_batch(
+        self, token: str, worker: str, lease: int, limit: int, inline: int
+    ) -> list[ClaimedEmail]:
+        self._answer("reserve", limit)
+        taken, self.backlog = self.backlog[:limit], self.backlog[limit:]
+        return taken
+
+    def start_send(self, row: int, token: str) -> int:
+        self._answer("start_send", row, token)
+        return self.affected
 
     def close(self) -> None:
         pass
@@ -394,7 +406,9 @@ def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_data
     repo.errors = [DatabaseUnavailable("gone")]
     stats, stopping = WorkerStats(), threading.Event()
     slots = Slots(config.concurrency, stats)
-    loop = ClaimLoop(config, calls_on(repo), slots, Pacer(config, stats), stats, stopping)
+    database = calls_on(repo)
+    reservations = Reservations(config, database, Finalizer(database, stats), stats)
+    loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations)
     delivered: list[Claim] = []
 
     def deliver(c: Claim) -> None:
@@ -435,24 +449,51 @@ def test_the_progress_line_is_info_and_per_email_lines_are_debug(caplog: pytest.
     assert caplog.records[0].sent == 3  # type: ignore[attr-defined]
 
 
-def test_a_slot_that_finished_claims_its_next_row_itself_without_taking_another_slot() -> None:
-    config = load_config({"dsn": "mysql://u@h/db", "concurrency": "2"}, {})
-    repo = FakeRepository(backlog=[email(1)])
+def carrying_on(
+    repo: FakeRepository, concurrency: int = 3
+) -> tuple[ClaimLoop, Pacer, WorkerStats, threading.Event]:
+    config = load_config({"dsn": "mysql://u@h/db", "concurrency": str(concurrency)}, {})
     stats, stopping = WorkerStats(), threading.Event()
-    slots = Slots(config.concurrency, stats)
+    database = calls_on(repo)
     pacer = Pacer(config, stats)
-    loop = ClaimLoop(config, calls_on(repo), slots, pacer, stats, stopping)
-    slots.take(1)  # the slot whose row was just finalized
+    reservations = Reservations(config, database, Finalizer(database, stats), stats)
+    loop = ClaimLoop(config, database, Slots(config.concurrency, stats), pacer, stats, stopping, reservations)
+    return loop, pacer, stats, stopping
+
+
+def test_a_slot_with_slow_sends_takes_reservations_reserved_a_batch_at_a_time() -> None:
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 6)])
+    loop, _, stats, _ = carrying_on(repo)
     stats.record_send("accepted", 0.001)
-    assert loop.claim_next_for_held_slot() is None, "a fast provider: the loop claims for many slots at once"
+    assert loop.next_for_held_slot() is None, "a fast provider: the loop claims for many slots at once"
     for _ in range(3):
         stats.record_send("accepted", 0.05)
-    nxt = loop.claim_next_for_held_slot()
-    assert nxt is not None and nxt.id == 1 and slots.taken == 1, "the held slot carries on; none taken"
-    assert loop.claim_next_for_held_slot() is None, "nothing due: the slot goes idle"
-    repo.backlog = [email(2)]
+    taken = [loop.next_for_held_slot() for _ in range(5)]
+    assert [c.id for c in taken if c] == [1, 2, 3, 4, 5]
+    assert [name for name, _ in repo.calls] == ["reserve", "reserve"], "one claim per 3 rows, not per row"
+    assert loop.next_for_held_slot() is None, "nothing due: the slot goes idle"
+
+
+def test_reservations_are_given_back_when_the_slot_stops_carrying_on() -> None:
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 4)])
+    loop, pacer, stats, _ = carrying_on(repo)
+    for _ in range(3):
+        stats.record_send("accepted", 0.05)
+    assert loop.next_for_held_slot() is not None
     pacer.apply(Effect.PAUSE_REPLICA)
-    assert loop.claim_next_for_held_slot() is None, "a paused replica does not carry on"
-    stopping.set()
-    assert loop.claim_next_for_held_slot() is None
-    assert [name for name, _ in repo.calls] == ["claim", "claim"]
+    assert loop.next_for_held_slot() is None, "a paused replica does not carry on"
+    names = [name for name, _ in repo.calls]
+    assert names == ["reserve", "finalize_batch"], "the two left are released in one call"
+    assert [(i.id, i.outcome) for i in repo.calls[1][1]] == [(2, "released"), (3, "released")]
+
+
+def test_the_next_rows_start_rides_with_the_finalize_and_only_a_started_row_is_sent() -> None:
+    repo, sender = FakeRepository(), FakeSender()
+    parts, _ = delivery(repo, sender)
+    following = claim(2)
+    assert parts.deliver(claim(1), lambda: following) is following
+    assert [name for name, _ in repo.calls] == ["finalize_batch"]
+    assert [(i.id, i.outcome) for i in repo.calls[0][1]] == [(1, "sent"), (2, "started")]
+    refused = FakeRepository()
+    parts, _ = delivery(refused, sender)
+    assert parts.deliver(claim(3), lambda: Claim(email(4), "stolen", time.monotonic() + 60)) is None

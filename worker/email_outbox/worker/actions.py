@@ -25,6 +25,7 @@ class Step(enum.Enum):
     RETRY = "retry"  # email_finalize_failure, not permanent: Retrying, or Failed at max_attempts
     UNKNOWN = "unknown"  # email_finalize_unknown: never resent automatically
     RELEASE = "released"  # email_release_claim: not sent, claimable again after the delay
+    START = "started"  # email_start_send: a reservation is about to be sent (never from an outcome)
 
 
 class Delay(enum.Enum):
@@ -132,6 +133,9 @@ def action_for(decision: Decision, attempt: int, policy: DelayPolicy, rng: rando
         error_message=decision.error_message,
         message_id=decision.message_id,
     )
+
+
+START = Action(Step.START, Effect.NONE, 0, logging.DEBUG, "send starting")
 
 
 def release_unsent(reason: str, delay_seconds: int = 0) -> Action:

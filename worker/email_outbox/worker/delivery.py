@@ -7,6 +7,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from email_outbox.budget import ByteBudget
@@ -51,30 +52,31 @@ class Delivery:
         self._stopping = stopping
         self._rng = rng
 
-    def deliver(self, claim: Claim) -> None:
+    def deliver(self, claim: Claim, take_next: Callable[[], Claim | None] | None = None) -> Claim | None:
+        """Send `claim` and finalize it. With `take_next`, the row this slot sends next is taken after
+        the send and started in the finalize's call: it is returned, ready to send (None: no next)."""
         if self._stopping.is_set():
             self._finalizer.apply(claim, release_unsent("shutting down before the send"))
-            return
+            return None
         paused = self._pacer.pause_remaining()
         if paused > 0:
             self._finalizer.apply(claim, release_unsent("replica paused", int(paused) + 1))
-            return
+            return None
         email = claim.email
         if email.ready:
-            self._send(claim)
-            return
+            return self._send(claim, take_next)
         # Large bodies and attachments wait in the database until their send, within a byte budget
         # shared by every send of this replica.
         size = (0 if email.bodies_loaded else email.body_bytes) + email.attachment_bytes
         with self._body_budget.hold(size, self._stopping) as held:
             if not held:
                 self._finalizer.apply(claim, release_unsent("shutting down before the send"))
-                return
+                return None
             loaded = self._load(claim)
             if loaded is None:
                 log.warning("claim lost before the send: not sent", extra=claim.context())
-                return
-            self._send(loaded)
+                return None
+            return self._send(loaded, take_next)
 
     def _load(self, claim: Claim) -> Claim | None:
         """The claim with its bodies and attachments in hand; None when the claim is no longer held."""
@@ -98,7 +100,7 @@ class Delivery:
             claim = claim.with_attachments(attachments)
         return claim
 
-    def _send(self, claim: Claim) -> None:
+    def _send(self, claim: Claim, take_next: Callable[[], Claim | None] | None) -> Claim | None:
         started = time.monotonic()
         decision = self._sender.send(claim.email)
         self._stats.record_send(decision.outcome.value, time.monotonic() - started)
@@ -109,4 +111,8 @@ class Delivery:
                 extra["retry_in_s"] = action.delay_seconds
             log.log(action.level, action.message, extra=extra)
         self._pacer.apply(action.effect)
-        self._finalizer.apply(claim, action)
+        following = take_next() if take_next is not None else None
+        _, started = self._finalizer.apply_and_start(claim, action, following)
+        if following is not None and not started:
+            self._pacer.give_back(1)
+        return following if started else None

@@ -18,7 +18,7 @@ from email_outbox.errors import InvalidInput, OutboxError
 from email_outbox.models import FinalizeItem
 from email_outbox.repository import OutboxRepository
 from email_outbox.stats import WorkerStats
-from email_outbox.worker.actions import Action, Step
+from email_outbox.worker.actions import START, Action, Step, release_unsent
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.database import DatabaseCalls
 from email_outbox.worker.group_commit import GroupCommit
@@ -36,23 +36,56 @@ class Landing:
     reconnected: bool = False
 
 
+# What one slot tells the database at once: a claim and the action for it, then optionally the start
+# of the reservation it sends next.
+Report = tuple[tuple[Claim, Action], ...]
+
+
 class Finalizer:
     def __init__(self, database: DatabaseCalls, stats: WorkerStats) -> None:
         self._database = database
         self._stats = stats
-        self._group: GroupCommit[tuple[Claim, Action], Landing] = GroupCommit(self._land)
+        self._group: GroupCommit[Report, tuple[Landing, ...]] = GroupCommit(self._land_reports)
 
     def apply(self, claim: Claim, action: Action) -> bool:
         """Tell the database what became of the claimed row; True if the change landed."""
+        return self.apply_and_start(claim, action, None)[0]
+
+    def apply_and_start(self, claim: Claim, action: Action, following: Claim | None) -> tuple[bool, bool]:
+        """`apply`, and in the same call the start mark of `following`, the reservation this slot sends
+        next: (the change landed, `following` may be sent now)."""
+        if action.step is not Step.RELEASE:
+            failpoints.hit("before_finalize")
+            failpoints.hit_soon("during_finalize")
+        report = ((claim, action),) if following is None else ((claim, action), (following, START))
+        landings = self._group.submit(report)
+        landed = self._report(claim, action, landings[0])
+        if following is None:
+            return landed, False
+        started = landings[1].error is None and landings[1].affected == 1
+        if not started:
+            self._stats.add("finalize", "start_refused")
+            log.warning(
+                "a reservation could not be started (claim no longer held or lease over): not sent",
+                extra={**following.context(), "error": str(landings[1].error or "")},
+            )
+        return landed, started
+
+    def release_all(self, claims: Sequence[Claim], reason: str) -> None:
+        """Give back reservations that will not be sent, in one call."""
+        if claims:
+            action = release_unsent(reason)
+            for claim, landing in zip(
+                claims, self._group.submit(tuple((c, action) for c in claims)), strict=True
+            ):
+                self._report(claim, action, landing)
+
+    def _report(self, claim: Claim, action: Action, landing: Landing) -> bool:
         ctx = {**claim.context(), "claim_token": claim.token, "step": action.step.value}
         if action.step is Step.SENT:
             ctx["message_id"] = action.message_id
         elif action.step is Step.RELEASE:
             ctx.update(reason=action.reason, delay_s=action.delay_seconds)
-        if action.step is not Step.RELEASE:
-            failpoints.hit("before_finalize")
-            failpoints.hit_soon("during_finalize")
-        landing = self._group.submit((claim, action))
         if landing.error is not None:
             self._stats.add("finalize", f"{action.step.value}_never_landed")
             fate = "it was not sent" if action.step is Step.RELEASE else "it may have been sent"
@@ -78,6 +111,11 @@ class Finalizer:
                 extra=ctx,
             )
         return False
+
+    def _land_reports(self, reports: Sequence[Report]) -> list[tuple[Landing, ...]]:
+        """The reports of several slots in one call; each gets its own parts' landings back."""
+        landings = iter(self._land([part for report in reports for part in report]))
+        return [tuple(next(landings) for _ in report) for report in reports]
 
     def _land(self, group: Sequence[tuple[Claim, Action]]) -> list[Landing]:
         """One call for the group: the row's own procedure when it is alone, email_finalize_batch
@@ -120,7 +158,7 @@ def _item(claim: Claim, action: Action) -> FinalizeItem:
         provider_message_id=action.message_id if action.step is Step.SENT else None,
         error_code=action.error_code if action.step in (Step.FAILED, Step.RETRY) else None,
         error_message=action.error_message
-        if action.step is not Step.SENT and action.step is not Step.RELEASE
+        if action.step in (Step.FAILED, Step.RETRY, Step.UNKNOWN)
         else None,
         delay_seconds=action.delay_seconds if action.step in (Step.RETRY, Step.RELEASE) else 0,
     )
@@ -137,6 +175,8 @@ def _procedure(claim: Claim, action: Action) -> Callable[[OutboxRepository], int
         return lambda r: r.finalize_unknown(row, token, action.error_message)
     if action.step is Step.RELEASE:
         return lambda r: r.release_claim(row, token, action.delay_seconds)
+    if action.step is Step.START:
+        return lambda r: r.start_send(row, token)
     permanent = action.step is Step.FAILED
     return lambda r: (
         r.finalize_failure(

@@ -17,6 +17,7 @@ from email_outbox.stats import WorkerStats
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.database import DatabaseCalls
 from email_outbox.worker.pacing import Pacer
+from email_outbox.worker.reservations import Reservations
 from email_outbox.worker.slots import Slots
 
 log = logging.getLogger("email_outbox.worker")
@@ -44,7 +45,9 @@ class ClaimLoop:
         pacer: Pacer,
         stats: WorkerStats,
         stopping: threading.Event,
+        reservations: Reservations,
     ) -> None:
+        self._reservations = reservations
         self._config = config
         self._database = database
         self._slots = slots
@@ -87,21 +90,23 @@ class ClaimLoop:
             stopping.wait(idle)
             idle = min(idle * 2, config.poll_interval)
 
-    def claim_next_for_held_slot(self) -> Claim | None:
-        """A send slot that just finalized its row claims its next one itself, as a bare send loop
-        would: no hand-off to this loop's thread and back. Only while the provider is slow: with fast
-        sends, the slot goes back and the loop's next claim serves several freed slots in one CALL.
-        None when the slot should go idle (fast provider, stopping, paused, no rate token at hand,
-        nothing due, or the database did not answer)."""
+    def next_for_held_slot(self) -> Claim | None:
+        """A send slot that has just sent a row takes its next one at once, as a bare send loop would:
+        a reservation, started in the same call as the finalize of the row it sent, with no hand-off
+        to this loop's thread and back. Only while the provider is slow: with fast sends the slot goes
+        back and the loop's next claim serves several freed slots in one CALL, and reservations still
+        held are given back. None when the slot should go idle (fast provider, stopping, paused, no
+        rate token at hand, nothing due, or the database did not answer)."""
         if not self._provider_is_slow() or self._stopping.is_set() or self._pacer.pause_remaining() > 0:
+            if len(self._reservations):
+                self._reservations.release_all("not carrying on: sends are fast, or stopping, or paused")
             return None
         if not self._pacer.token_at_hand():
             return None
-        claims = self.claim(1, slots_held=True)
-        if not claims:
+        claim = self._reservations.take()
+        if claim is None:
             self._pacer.give_back(1)
-            return None
-        return claims[0]
+        return claim
 
     def _provider_is_slow(self) -> bool:
         with self._stats.lock:
@@ -109,8 +114,8 @@ class ClaimLoop:
         return bool(recent) and recent[len(recent) // 2] >= CARRY_ON_ABOVE_SECONDS
 
     def claim(self, limit: int, *, slots_held: bool = False) -> list[Claim] | None:
-        """Up to `limit` rows, each holding a send slot (taken here unless `slots_held`); None if the
-        database could not be asked."""
+        """Up to `limit` rows, each holding a send slot (taken here unless `slots_held`), started: none
+        of them waits; None if the database could not be asked."""
         config = self._config
         token = uuid.uuid4().hex
         # The lease started no earlier than this call: a conservative deadline on our own clock.

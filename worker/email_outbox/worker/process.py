@@ -30,6 +30,7 @@ from email_outbox.worker.finalizer import Finalizer
 from email_outbox.worker.loop import ClaimLoop
 from email_outbox.worker.pacing import Pacer
 from email_outbox.worker.progress import ProgressLine
+from email_outbox.worker.reservations import Reservations
 from email_outbox.worker.slots import Slots
 from email_outbox.worker.startup import REQUIRED_PROCEDURES, check_schema, start_metrics, wait_for_database
 
@@ -64,10 +65,12 @@ class Worker:
         )
         self.slots = Slots(config.concurrency, self.stats)
         self.pacer = Pacer(config, self.stats)
+        finalizer = Finalizer(self.database, self.stats)
+        self.reservations = Reservations(config, self.database, finalizer, self.stats)
         self.delivery = Delivery(
             sender,
             self.database,
-            Finalizer(self.database, self.stats),
+            finalizer,
             self.pacer,
             ByteBudget(config.body_memory_bytes),
             DelayPolicy.from_config(config),
@@ -75,7 +78,9 @@ class Worker:
             self.stopping,
             rng,
         )
-        self.loop = ClaimLoop(config, self.database, self.slots, self.pacer, self.stats, self.stopping)
+        self.loop = ClaimLoop(
+            config, self.database, self.slots, self.pacer, self.stats, self.stopping, self.reservations
+        )
         self.progress = ProgressLine(self.stats, config.progress_interval)
         self.metrics_server: MetricsServer | None = None
 
@@ -127,24 +132,19 @@ class Worker:
         return 0
 
     def _deliver(self, claim: Claim) -> None:
-        """Runs on a send slot: the claimed row, then the rows this slot claims for itself, until one
-        of those claims comes back empty. The slot is held throughout and freed once, at the end."""
+        """Runs on a send slot: the claimed row, then the reservations this slot takes for itself while
+        sends are slow, until there is none. The slot is held throughout and freed once, at the end."""
         next_claim: Claim | None = claim
         try:
             while next_claim is not None:
                 current, next_claim = next_claim, None
                 try:
-                    self.delivery.deliver(current)
+                    next_claim = self.delivery.deliver(current, self.loop.next_for_held_slot)
                 except Exception:
                     # Never lose the row silently: it stays Processing and the sweep moves it to
                     # UnknownOutcome when the lease ends (it may have been sent).
                     log.exception("unexpected error delivering", extra=current.context())
                     return
-                try:
-                    next_claim = self.loop.claim_next_for_held_slot()
-                except Exception:
-                    # The claim loop meets the same error on its next turn and decides there.
-                    log.exception("a send slot could not claim its next row")
         finally:
             self.slots.free_one()
 
@@ -169,4 +169,5 @@ class Worker:
                 extra={"in_flight": self.slots.taken},
             )
         executor.shutdown(wait=self.slots.taken == 0, cancel_futures=True)
+        self.reservations.release_all("shutting down")
         self.database.drop()
