@@ -91,7 +91,9 @@ def test_kill_minus_9_with_reservations_held_sends_them_later_and_leaves_only_st
     enqueue(repo, 60)
     endpoint.set_faults(FaultRule("latency", seconds=0.8))
     victim = spawn_worker(dsn, endpoint.url, tmp_path, "victim", concurrency=4, **FAST)
-    reserved = "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Processing' AND reserved_at IS NOT NULL"
+    reserved = (
+        "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Processing' AND reserved_at IS NOT NULL"
+    )
     wait_until(lambda: scalar(repo, reserved) > 0, 60, "the victim to hold reservations")
     victim.kill()
     held = scalar(repo, reserved)
