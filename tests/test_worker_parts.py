@@ -464,9 +464,13 @@ def carrying_on(
 def test_a_slot_with_slow_sends_takes_reservations_reserved_a_batch_at_a_time() -> None:
     repo = FakeRepository(backlog=[email(i) for i in range(1, 6)])
     loop, _, stats, _ = carrying_on(repo)
-    stats.record_send("accepted", 0.001)
+    for _ in range(9):
+        stats.record_send("accepted", 0.05)
+    assert loop.next_for_held_slot() is None, "too few sends yet to call the provider slow"
+    for _ in range(12):
+        stats.record_send("accepted", 0.001)
     assert loop.next_for_held_slot() is None, "a fast provider: the loop claims for many slots at once"
-    for _ in range(3):
+    for _ in range(30):
         stats.record_send("accepted", 0.05)
     taken = [loop.next_for_held_slot() for _ in range(5)]
     assert [c.id for c in taken if c] == [1, 2, 3, 4, 5]
@@ -477,7 +481,7 @@ def test_a_slot_with_slow_sends_takes_reservations_reserved_a_batch_at_a_time() 
 def test_reservations_are_given_back_when_the_slot_stops_carrying_on() -> None:
     repo = FakeRepository(backlog=[email(i) for i in range(1, 4)])
     loop, pacer, stats, _ = carrying_on(repo)
-    for _ in range(3):
+    for _ in range(10):
         stats.record_send("accepted", 0.05)
     assert loop.next_for_held_slot() is not None
     pacer.apply(Effect.PAUSE_REPLICA)

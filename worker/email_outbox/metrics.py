@@ -87,7 +87,7 @@ class WorkerCollector(Collector):
         yield _labelled(
             CounterMetricFamily,
             "email_outbox_finalize",
-            "Finalize and release results: sent, retry, failed, unknown, released, stale_claimant"
+            "Finalize and release results: sent, retry, failed, unknown, released, started, stale_claimant"
             " (refused: the claim was no longer held), *_never_landed, *_refused_after_reconnect",
             "result",
             finalize,
@@ -104,7 +104,7 @@ class WorkerCollector(Collector):
         yield _histogram("email_outbox_claim_batch_size", "Rows per claim", claim_sizes)
         yield _histogram(
             "email_outbox_finalize_group_size",
-            "Finalizes per database call (one alone: the row's own procedure; more: email_finalize_batch)",
+            "Finalizes, releases and start marks per database call (one alone: its own procedure; more: email_finalize_batch)",
             finalize_groups,
         )
         yield _histogram("email_outbox_send_seconds", "SES SendEmail call duration", send_latency)

@@ -63,7 +63,9 @@ class Finalizer:
         if following is None:
             return landed, False
         started = landings[1].error is None and landings[1].affected == 1
-        if not started:
+        if started:
+            self._stats.add("finalize", "started")
+        else:
             self._stats.add("finalize", "start_refused")
             log.warning(
                 "a reservation could not be started (claim no longer held or lease over): not sent",
