@@ -220,30 +220,37 @@ class OutboxRepository(ProviderEventCalls):
         self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int, max_inline_body_bytes: int
     ) -> list[ClaimedEmail]:
         """The claim the worker uses: bodies over `max_inline_body_bytes` stay in the database."""
-        rows = self._call(
-            "email_claim_batch_v2",
-            claim_token=claim_token,
-            claimed_by=claimed_by,
-            lease_seconds=lease_seconds,
-            limit=limit,
-            max_inline_body_bytes=max_inline_body_bytes,
+        return self._claim_v2(
+            "email_claim_batch_v2", claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes
         )
-        return [_claimed_email(r, max_inline_body_bytes) for r in rows]
 
     def reserve_batch(
         self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int, max_inline_body_bytes: int
     ) -> list[ClaimedEmail]:
         """claim_batch_v2's rows as reservations: mark each started (start_send, or a `started` item
         of finalize_batch) just before its send."""
+        return self._claim_v2(
+            "email_reserve_batch", claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes
+        )
+
+    def _claim_v2(
+        self,
+        procedure: str,
+        claim_token: str,
+        claimed_by: str,
+        lease_seconds: int,
+        limit: int,
+        max_inline: int,
+    ) -> list[ClaimedEmail]:
         rows = self._call(
-            "email_reserve_batch",
+            procedure,
             claim_token=claim_token,
             claimed_by=claimed_by,
             lease_seconds=lease_seconds,
             limit=limit,
-            max_inline_body_bytes=max_inline_body_bytes,
+            max_inline_body_bytes=max_inline,
         )
-        return [_claimed_email(r, max_inline_body_bytes) for r in rows]
+        return [_claimed_email(r, max_inline) for r in rows]
 
     def start_send(self, attempt_id: int, claim_token: str) -> int:
         return self._affected("email_start_send", id=attempt_id, claim_token=claim_token)
