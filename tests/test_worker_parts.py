@@ -310,9 +310,14 @@ def test_the_finalizer_sends_a_group_as_one_batch_each_row_fenced_on_its_own() -
     retry = action_for(
         Decision(Outcome.TRANSIENT, error_code="E", error_message="e"), 1, POLICY, random.Random(0)
     )
-    landings = finalizer._land(
-        [(claim(1), sent), (Claim(email(2), "stolen", time.monotonic() + 60), sent), (claim(3), retry)]
+    reports = finalizer._land_reports(
+        [
+            ((claim(1), sent),),
+            ((Claim(email(2), "stolen", time.monotonic() + 60), sent),),
+            ((claim(3), retry),),
+        ]
     )
+    landings = [landing for (landing,) in reports]
     assert [name for name, _ in repo.calls] == ["finalize_batch"]
     items = repo.calls[0][1]
     assert [(i.id, i.outcome) for i in items] == [(1, "sent"), (2, "sent"), (3, "retry")]
@@ -501,3 +506,6 @@ def test_the_next_rows_start_rides_with_the_finalize_and_only_a_started_row_is_s
     refused = FakeRepository()
     parts, _ = delivery(refused, sender)
     assert parts.deliver(claim(3), lambda: Claim(email(4), "stolen", time.monotonic() + 60)) is None
+    assert [name for name, _ in refused.calls] == ["finalize_batch", "release_claim"], (
+        "a start not confirmed is given back, never left started and unsent"
+    )

@@ -71,6 +71,10 @@ class Finalizer:
                 "a reservation could not be started (claim no longer held or lease over): not sent",
                 extra={**following.context(), "error": str(landings[1].error or "")},
             )
+            # A start that failed, or was refused after a reconnect, may still have landed: give the row
+            # back (fenced; a no-op if it is no longer held) instead of leaving a started row that was
+            # never sent for the sweep to make UnknownOutcome.
+            self.release_all([following], "start not confirmed")
         return landed, started
 
     def release_all(self, claims: Sequence[Claim], reason: str) -> None:
@@ -116,13 +120,14 @@ class Finalizer:
 
     def _land_reports(self, reports: Sequence[Report]) -> list[tuple[Landing, ...]]:
         """The reports of several slots in one call; each gets its own parts' landings back."""
-        landings = iter(self._land([part for report in reports for part in report]))
+        parts = [part for report in reports for part in report]
+        self._stats.record_finalize_group(len(parts))
+        landings = iter(self._land(parts))
         return [tuple(next(landings) for _ in report) for report in reports]
 
     def _land(self, group: Sequence[tuple[Claim, Action]]) -> list[Landing]:
         """One call for the group: the row's own procedure when it is alone, email_finalize_batch
         otherwise, under the retry policy until the earliest lease in the group ends."""
-        self._stats.record_finalize_group(len(group))
         if len(group) == 1:
             claim, action = group[0]
             return [self._call(f"finalize_{action.step.value}", _procedure(claim, action), claim.deadline)]
