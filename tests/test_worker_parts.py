@@ -9,7 +9,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -412,7 +412,7 @@ def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_data
     stats, stopping = WorkerStats(), threading.Event()
     slots = Slots(config.concurrency, stats)
     database = calls_on(repo)
-    reservations = Reservations(config, database, Finalizer(database, stats), stats)
+    reservations = Reservations(config, database, Finalizer(database, stats), stats, InlineExecutor())
     loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations)
     delivered: list[Claim] = []
 
@@ -454,14 +454,32 @@ def test_the_progress_line_is_info_and_per_email_lines_are_debug(caplog: pytest.
     assert caplog.records[0].sent == 3  # type: ignore[attr-defined]
 
 
+class HeldExecutor(Executor):
+    """Runs nothing until told: what was submitted is still on its way."""
+
+    def __init__(self) -> None:
+        self.queued: list[Callable[[], Any]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.queued.append(lambda: fn(*args, **kwargs))
+        return Future()
+
+    def run_queued(self) -> None:
+        queued, self.queued = self.queued, []
+        for fn in queued:
+            fn()
+
+
 def carrying_on(
-    repo: FakeRepository, concurrency: int = 3
+    repo: FakeRepository, concurrency: int = 3, refill: Executor | None = None
 ) -> tuple[ClaimLoop, Pacer, WorkerStats, threading.Event]:
     config = load_config({"dsn": "mysql://u@h/db", "concurrency": str(concurrency)}, {})
     stats, stopping = WorkerStats(), threading.Event()
     database = calls_on(repo)
     pacer = Pacer(config, stats)
-    reservations = Reservations(config, database, Finalizer(database, stats), stats)
+    reservations = Reservations(
+        config, database, Finalizer(database, stats), stats, refill or InlineExecutor()
+    )
     loop = ClaimLoop(config, database, Slots(config.concurrency, stats), pacer, stats, stopping, reservations)
     return loop, pacer, stats, stopping
 
@@ -479,8 +497,28 @@ def test_a_slot_with_slow_sends_takes_reservations_reserved_a_batch_at_a_time() 
         stats.record_send("accepted", 0.05)
     taken = [loop.next_for_held_slot() for _ in range(5)]
     assert [c.id for c in taken if c] == [1, 2, 3, 4, 5]
-    assert [name for name, _ in repo.calls] == ["reserve", "reserve"], "one claim per 3 rows, not per row"
+    # The third take left none: the next batch (4, 5) was reserved then; the fifth's found nothing.
+    assert [name for name, _ in repo.calls] == ["reserve"] * 3, "one claim per 3 rows, not per row"
     assert loop.next_for_held_slot() is None, "nothing due: the slot goes idle"
+
+
+def test_the_next_batch_is_reserved_off_the_send_path_once_few_are_left() -> None:
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 20)])
+    background = HeldExecutor()
+    loop, _, stats, _ = carrying_on(repo, concurrency=8, refill=background)
+    for _ in range(10):
+        stats.record_send("accepted", 0.05)
+    taken = [loop.next_for_held_slot() for _ in range(6)]
+    assert [c.id for c in taken if c] == [1, 2, 3, 4, 5, 6]
+    assert [name for name, _ in repo.calls] == ["reserve"], "the first batch: no reservation was held"
+    assert len(background.queued) == 1, "two of eight left: the next batch goes to the background"
+    assert [c.id for c in (loop.next_for_held_slot(), loop.next_for_held_slot()) if c] == [7, 8]
+    assert len(background.queued) == 1 and len(repo.calls) == 1, "one background reserve at a time"
+    background.run_queued()
+    assert [name for name, _ in repo.calls] == ["reserve", "reserve"]
+    nxt = loop.next_for_held_slot()
+    assert nxt is not None and nxt.id == 9, "the slot took the background batch's first row"
+    assert len(repo.calls) == 2, "without a claim of its own"
 
 
 def test_reservations_are_given_back_when_the_slot_stops_carrying_on() -> None:
@@ -509,3 +547,42 @@ def test_the_next_rows_start_rides_with_the_finalize_and_only_a_started_row_is_s
     assert [name for name, _ in refused.calls] == ["finalize_batch", "release_claim"], (
         "a start not confirmed is given back, never left started and unsent"
     )
+
+
+def test_giving_reservations_back_waits_for_a_background_reserve_and_gives_its_rows_back_too() -> None:
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 8)])
+    background = ThreadPoolExecutor(max_workers=1)
+    loop, pacer, stats, _ = carrying_on(repo, concurrency=4, refill=background)
+    for _ in range(10):
+        stats.record_send("accepted", 0.05)
+    gate = threading.Event()
+    first_reserve = repo.reserve_batch
+
+    def slow_reserve(*args: Any) -> list[ClaimedEmail]:
+        if repo.calls:  # the background one waits at the gate
+            gate.wait(5)
+        return first_reserve(*args)
+
+    repo.reserve_batch = slow_reserve  # type: ignore[method-assign]
+    assert [
+        c.id for c in (loop.next_for_held_slot(), loop.next_for_held_slot(), loop.next_for_held_slot()) if c
+    ] == [1, 2, 3]
+    pacer.apply(Effect.PAUSE_REPLICA)
+    threading.Timer(0.05, gate.set).start()
+    assert loop.next_for_held_slot() is None, "paused: every reservation goes back"
+    released = [i.id for name, args in repo.calls if name == "finalize_batch" for i in args]
+    assert released == [4, 5, 6, 7], "the one held and the three reserved in the background meanwhile"
+    background.shutdown(wait=True)
+
+
+def test_a_reserve_executor_already_shut_down_leaves_the_slot_carrying_on_and_nothing_waiting() -> None:
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 8)])
+    background = ThreadPoolExecutor(max_workers=1)
+    background.shutdown()
+    loop, pacer, stats, _ = carrying_on(repo, concurrency=4, refill=background)
+    for _ in range(10):
+        stats.record_send("accepted", 0.05)
+    taken = [loop.next_for_held_slot() for _ in range(5)]
+    assert [c.id for c in taken if c] == [1, 2, 3, 4, 5], "each batch reserved on the slot instead"
+    pacer.apply(Effect.PAUSE_REPLICA)
+    assert loop.next_for_held_slot() is None, "giving back does not wait for a reserve that never ran"

@@ -66,7 +66,8 @@ class Worker:
         self.slots = Slots(config.concurrency, self.stats)
         self.pacer = Pacer(config, self.stats)
         finalizer = Finalizer(self.database, self.stats)
-        self.reservations = Reservations(config, self.database, finalizer, self.stats)
+        self._reserver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reserve")
+        self.reservations = Reservations(config, self.database, finalizer, self.stats, self._reserver)
         self.delivery = Delivery(
             sender,
             self.database,
@@ -169,5 +170,6 @@ class Worker:
                 extra={"in_flight": self.slots.taken},
             )
         executor.shutdown(wait=self.slots.taken == 0, cancel_futures=True)
+        self._reserver.shutdown(wait=True)
         self.reservations.release_all("shutting down")
         self.database.drop()
