@@ -429,6 +429,43 @@ def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_data
     assert len(limits) >= 4, "the failed claim was tried again, and the process stayed up"
 
 
+class GatherCountingSlots(Slots):
+    def __init__(self, concurrency: int, stats: WorkerStats) -> None:
+        super().__init__(concurrency, stats)
+        self.gathers: list[int] = []
+
+    def wait_for_more(self, want: int, timeout: float) -> int:
+        self.gathers.append(want)
+        return super().wait_for_more(want, 0)
+
+
+@pytest.mark.parametrize(("due", "gathers"), [(10, 4), (1, 0)])
+def test_with_fast_sends_the_loop_gathers_every_slot_only_while_claims_come_back_full(
+    due: int, gathers: int
+) -> None:
+    config = load_config({"dsn": "mysql://u@h/db", "concurrency": "4", "poll_interval": "0.05"}, {})
+    repo = FakeRepository(backlog=[email(i) for i in range(due)])
+    stats, stopping = WorkerStats(), threading.Event()
+    slots = GatherCountingSlots(config.concurrency, stats)
+    slots.take(2)  # two sends still on the wire throughout
+    database = calls_on(repo)
+    reservations = Reservations(config, database, Finalizer(database, stats), stats, InlineExecutor())
+    loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations)
+    delivered: list[Claim] = []
+
+    def deliver(c: Claim) -> None:
+        delivered.append(c)
+        slots.free_one()
+        if len(delivered) == due:
+            stopping.set()
+
+    loop.run(InlineExecutor(), deliver, lambda: None)
+    assert len(delivered) == due
+    assert slots.gathers == [4] * gathers, (
+        "the first claim, and any after one that came back short, go at once"
+    )
+
+
 def test_gathering_slots_returns_once_enough_are_free_or_the_wait_is_over() -> None:
     slots = Slots(4, WorkerStats())
     slots.take(4)

@@ -36,7 +36,7 @@ JUDGE_AFTER_SENDS = 10
 # cores at 0 ms provider latency, in four alternating pairs: waiting 5 ms for half the slots, 0.88
 # statements and 1.05 to 1.23 ms of database CPU per email; waiting 20 ms for all of them, 0.67 and
 # 0.77 to 0.95, and 6 to 17% more emails/s. Never with slow sends, where a slot waiting is a send
-# not made.
+# not made, and only with a backlog: a trickle of new rows is claimed as it comes.
 GATHER_SECONDS = 0.020
 # A claim that meets these backs off and tries again later: the process stays up.
 CLAIM_BACKS_OFF_ON = (DatabaseUnavailable, TransientDatabaseError, SchemaNotInstalled)
@@ -65,6 +65,7 @@ class ClaimLoop:
         """Until stopped; `tick` runs once per turn (the progress line)."""
         config, stopping = self._config, self._stopping
         idle = MIN_IDLE_SECONDS
+        backlogged = False  # the last claim took all it asked for: more rows are probably due
         while not stopping.is_set():
             self._stats.last_loop = time.monotonic()
             tick()
@@ -76,13 +77,14 @@ class ClaimLoop:
             if free == 0:
                 continue
             every = self._slots.concurrency
-            if free < every and not self._provider_is_slow():
+            if backlogged and free < every and not self._provider_is_slow():
                 free = self._slots.wait_for_more(every, GATHER_SECONDS)
             limit = self._pacer.tokens(min(free, config.batch_size), stopping)
             if limit == 0:
                 continue
             claims = self.claim(limit)
             self._pacer.give_back(limit - len(claims or []))
+            backlogged = claims is not None and len(claims) == limit
             if claims is None:  # the database is down: stop claiming, keep the process
                 stopping.wait(min(idle * 4, config.poll_interval))
                 idle = min(max(idle * 2, 0.25), config.poll_interval)
