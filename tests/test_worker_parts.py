@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from email_outbox.budget import ByteBudget
 from email_outbox.classify import Decision, Outcome
-from email_outbox.config import load_config
+from email_outbox.config import WorkerConfig, load_config
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, InvalidInput, SchemaNotInstalled, TransientDatabaseError
 from email_outbox.models import ClaimedEmail, FailureResult, FinalizeItem, Status
@@ -403,14 +403,9 @@ class InlineExecutor(Executor):
         return future
 
 
-def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_database_is_down() -> None:
-    config = load_config(
-        {"dsn": "mysql://u@h/db", "concurrency": "4", "batch_size": "8", "poll_interval": "0.05"}, {}
-    )
-    repo = FakeRepository(backlog=[email(i) for i in range(10)])
-    repo.errors = [DatabaseUnavailable("gone")]
+def run_loop(config: WorkerConfig, repo: FakeRepository, slots: Slots, until: int) -> list[Claim]:
+    """A claim loop on `repo`, each row delivered at once and its slot freed, until `until` rows."""
     stats, stopping = WorkerStats(), threading.Event()
-    slots = Slots(config.concurrency, stats)
     database = calls_on(repo)
     reservations = Reservations(config, database, Finalizer(database, stats), stats, InlineExecutor())
     loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations)
@@ -419,10 +414,20 @@ def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_data
     def deliver(c: Claim) -> None:
         delivered.append(c)
         slots.free_one()
-        if len(delivered) == 10:
+        if len(delivered) == until:
             stopping.set()
 
     loop.run(InlineExecutor(), deliver, lambda: None)
+    return delivered
+
+
+def test_the_loop_claims_no_more_than_the_free_slots_and_backs_off_when_the_database_is_down() -> None:
+    config = load_config(
+        {"dsn": "mysql://u@h/db", "concurrency": "4", "batch_size": "8", "poll_interval": "0.05"}, {}
+    )
+    repo = FakeRepository(backlog=[email(i) for i in range(10)])
+    repo.errors = [DatabaseUnavailable("gone")]
+    delivered = run_loop(config, repo, Slots(config.concurrency, WorkerStats()), until=10)
     limits = [args[0] for name, args in repo.calls if name == "claim"]
     assert [c.id for c in delivered] == list(range(10))
     assert limits[0] == 4 and max(limits) <= 4, "never more rows than free slots"
@@ -445,22 +450,9 @@ def test_with_fast_sends_the_loop_gathers_every_slot_only_while_claims_come_back
 ) -> None:
     config = load_config({"dsn": "mysql://u@h/db", "concurrency": "4", "poll_interval": "0.05"}, {})
     repo = FakeRepository(backlog=[email(i) for i in range(due)])
-    stats, stopping = WorkerStats(), threading.Event()
-    slots = GatherCountingSlots(config.concurrency, stats)
+    slots = GatherCountingSlots(config.concurrency, WorkerStats())
     slots.take(2)  # two sends still on the wire throughout
-    database = calls_on(repo)
-    reservations = Reservations(config, database, Finalizer(database, stats), stats, InlineExecutor())
-    loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations)
-    delivered: list[Claim] = []
-
-    def deliver(c: Claim) -> None:
-        delivered.append(c)
-        slots.free_one()
-        if len(delivered) == due:
-            stopping.set()
-
-    loop.run(InlineExecutor(), deliver, lambda: None)
-    assert len(delivered) == due
+    assert len(run_loop(config, repo, slots, until=due)) == due
     assert slots.gathers == [4] * gathers, (
         "the first claim, and any after one that came back short, go at once"
     )
