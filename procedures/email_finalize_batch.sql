@@ -87,14 +87,7 @@ BEGIN
     CALL email_internal_json_text(v_where, v_item, '$.provider_message_id', 'provider_message_id', v_provider_message_id);
     CALL email_internal_json_text(v_where, v_item, '$.error_code', 'error_code', v_error_code);
     CALL email_internal_json_text(v_where, v_item, '$.error_message', 'error_message', v_error_message);
-    SET v_outcome = CASE CAST(v_step AS BINARY)
-                      WHEN 'sent' THEN 'Sent'
-                      WHEN 'failed' THEN 'Failed'
-                      WHEN 'retry' THEN 'Retrying'
-                      WHEN 'unknown' THEN 'UnknownOutcome'
-                      WHEN 'released' THEN 'Released'
-                      WHEN 'started' THEN 'Started'
-                    END;
+    CALL email_internal_step_status(v_step, v_outcome);
     CALL email_internal_finalize(v_where, v_id, v_token, v_outcome, v_provider_message_id, v_error_code,
       v_error_message, 'delay_seconds', v_delay, v_to);
     INSERT INTO email_finalize_batch_results (seq, id, affected, status)

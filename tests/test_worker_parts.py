@@ -21,7 +21,7 @@ from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, InvalidInput, SchemaNotInstalled, TransientDatabaseError
 from email_outbox.models import ClaimedEmail, FailureResult, FinalizeItem, Status
 from email_outbox.stats import WorkerStats
-from email_outbox.worker.actions import RULES, DelayPolicy, Effect, Step, action_for
+from email_outbox.worker.actions import RULES, START, DelayPolicy, Effect, Step, action_for
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.database import DatabaseCalls, RetryPolicy
 from email_outbox.worker.delivery import Delivery
@@ -81,6 +81,13 @@ class FakeRepository:
         self._answer("finalize_batch", *items)
         stale = {item.id for item in items if item.claim_token != "tok"}
         return [FailureResult(0 if i.id in stale else self.affected, None) for i in items]
+
+    def finalize_and_start(
+        self, item: FinalizeItem, next_id: int, next_token: str
+    ) -> tuple[FailureResult, bool]:
+        self._answer("finalize_and_start", item, next_id, next_token)
+        landed = self.affected if item.claim_token == "tok" else 0
+        return FailureResult(landed, None), next_token == "tok" and self.affected == 1
 
     def claimed_bodies(self, row: int, token: str) -> tuple[str, str | None]:
         self._answer("claimed_bodies", row, token)
@@ -337,6 +344,15 @@ def test_an_item_the_batch_refuses_does_not_sink_the_others() -> None:
     assert [landing.affected for landing in landings] == [1, 1]
 
 
+def test_a_finalize_and_start_refused_lands_each_alone() -> None:
+    repo = FakeRepository(errors=[InvalidInput("45000: email_finalize_and_start: next: ...")])
+    finalizer = Finalizer(calls_on(repo), WorkerStats())
+    sent = action_for(Decision(Outcome.ACCEPTED, message_id="m-1"), 1, POLICY, random.Random(0))
+    landings = finalizer._land([(claim(1), sent), (claim(2), START)])
+    assert [name for name, _ in repo.calls] == ["finalize_and_start", "finalize_sent", "start_send"]
+    assert [landing.affected for landing in landings] == [1, 1]
+
+
 # --- delivery ---------------------------------------------------------------------------------------
 @dataclass
 class FakeSender:
@@ -568,12 +584,13 @@ def test_the_next_rows_start_rides_with_the_finalize_and_only_a_started_row_is_s
     parts, _ = delivery(repo, sender)
     following = claim(2)
     assert parts.deliver(claim(1), lambda: following) is following
-    assert [name for name, _ in repo.calls] == ["finalize_batch"]
-    assert [(i.id, i.outcome) for i in repo.calls[0][1]] == [(1, "sent"), (2, "started")]
+    assert [name for name, _ in repo.calls] == ["finalize_and_start"], "one call, without the batch's JSON"
+    item, next_id, _ = repo.calls[0][1]
+    assert (item.id, item.outcome, item.provider_message_id, next_id) == (1, "sent", "m-1", 2)
     refused = FakeRepository()
     parts, _ = delivery(refused, sender)
     assert parts.deliver(claim(3), lambda: Claim(email(4), "stolen", time.monotonic() + 60)) is None
-    assert [name for name, _ in refused.calls] == ["finalize_batch", "release_claim"], (
+    assert [name for name, _ in refused.calls] == ["finalize_and_start", "release_claim"], (
         "a start not confirmed is given back, never left started and unsent"
     )
 

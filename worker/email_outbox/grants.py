@@ -32,6 +32,7 @@ WORKER_PROCEDURES = (
     "email_finalize_unknown",
     "email_release_claim",
     "email_finalize_batch",
+    "email_finalize_and_start",
     # The queue-depth gauge of /metrics.
     "email_outbox_queue_stats",
     # The start-up check that the default sender is allowed.

@@ -104,7 +104,8 @@ class WorkerCollector(Collector):
         yield _histogram("email_outbox_claim_batch_size", "Rows per claim", claim_sizes)
         yield _histogram(
             "email_outbox_finalize_group_size",
-            "Finalizes, releases and start marks per database call (one alone: its own procedure; more: email_finalize_batch)",
+            "Finalizes, releases and start marks per database call (one alone: its own procedure;"
+            " a finalize and its slot's next start: email_finalize_and_start; more: email_finalize_batch)",
             finalize_groups,
         )
         yield _histogram("email_outbox_send_seconds", "SES SendEmail call duration", send_latency)

@@ -331,6 +331,25 @@ class OutboxRepository(ProviderEventCalls):
         )
         return [FailureResult(int(r["affected"]), _status(r["status"])) for r in rows]
 
+    def finalize_and_start(
+        self, item: FinalizeItem, next_id: int, next_claim_token: str
+    ) -> tuple[FailureResult, bool]:
+        """`item`'s finalize and the start mark of the reservation `next_id` in one call and one
+        transaction, each fenced by its own claim: (the finalize's result, the next row may be sent)."""
+        (row,) = self._call(
+            "email_finalize_and_start",
+            id=item.id,
+            claim_token=item.claim_token,
+            outcome=item.outcome,
+            provider_message_id=item.provider_message_id,
+            error_code=item.error_code,
+            error_message=item.error_message,
+            delay_seconds=item.delay_seconds,
+            next_id=next_id,
+            next_claim_token=next_claim_token,
+        )
+        return FailureResult(int(row["affected"]), _status(row["status"])), int(row["started"]) == 1
+
     # --- operators ------------------------------------------------------------------------------
     def requeue_unknown_outcome(self, attempt_id: int, requeued_by: str, reason: str) -> int:
         return self._affected(
