@@ -21,6 +21,7 @@ from email_outbox.grants import (
 from email_outbox.models import Status
 from email_outbox.repository import OutboxRepository
 
+from tests.harness import TestServer
 from tests.helpers import enqueue_many, token
 from tests.worker_harness import account, drained, spawn_worker, wait_until
 
@@ -90,6 +91,25 @@ def test_worker_account_runs_the_worker_and_nothing_else(
         result = account(repo, endpoint, 20)
     assert result.by_status[Status.SENT] == 20
     assert "differ from this release" not in proc.log(), "no false drift warning for an EXECUTE-only account"
+
+
+def test_a_worker_account_missing_a_procedure_of_this_release_refuses_to_start_and_names_it(
+    accounts: dict[str, DatabaseDsn], server: TestServer, tmp_path: Path
+) -> None:
+    """An upgrade that added a procedure but was not followed by `email-outbox grant`: the worker does
+    not start sending (its finalizes would be refused and every row sent would go UnknownOutcome)."""
+    worker = accounts["worker"]
+    conn = server.admin_connection()
+    conn.cursor().execute(
+        f"REVOKE EXECUTE ON PROCEDURE `{worker.database}`.`email_finalize_and_start` FROM '{worker.user}'@'%'"
+    )
+    conn.close()
+    with SesEndpoint() as endpoint:
+        proc = spawn_worker(worker, endpoint.url, tmp_path, "not-granted")
+        assert proc.proc.wait(timeout=60) != 0
+    log = proc.log()
+    assert "email_finalize_and_start" in log and "email-outbox grant worker" in log
+    assert "Traceback" not in log
 
 
 def test_enqueuer_can_only_enqueue(accounts: dict[str, DatabaseDsn], repo: OutboxRepository) -> None:

@@ -41,8 +41,9 @@ def check_schema(database: DatabaseCalls, config: WorkerConfig) -> None:
     missing = REQUIRED_PROCEDURES - repo.installed_procedures()
     if missing:
         raise SchemaNotInstalled(
-            f"procedures missing from {config.dsn.database}: {', '.join(sorted(missing))};"
-            " run `email-outbox migrate` (migration 0001_schema plus procedures/) first"
+            f"procedures missing from {config.dsn.database}, or not granted to this account:"
+            f" {', '.join(sorted(missing))}; run `email-outbox migrate` (migration 0001_schema plus"
+            " procedures/) first, then `email-outbox grant worker ...` again if this release added one"
         )
     if config.default_from and not repo.sender_allowed(config.default_from):
         raise ConfigError(
