@@ -5,9 +5,8 @@ start mark of that row rides in the same call as the finalize of the row it sent
 apply_and_start). When none is left, the slot reserves a batch for itself and the slots after it:
 one claim for several rows instead of one per row; when only a few are left, the next batch is reserved
 off the send path, on a thread of its own, so a slot seldom waits for a claim. A reservation is never
-sent without a start mark,
-and one that expires unstarted goes back to where it was claimed from (email_reserve_batch), so a
-crash leaves no more rows ambiguous than the slots that were sending.
+sent without a start mark, and one that expires unstarted goes back to where it was claimed from
+(email_reserve_batch), so a crash leaves no more rows ambiguous than the slots that were sending.
 """
 
 from __future__ import annotations
