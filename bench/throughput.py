@@ -227,16 +227,21 @@ def bulk_ids(dsn: DatabaseDsn) -> list[str]:
     return ids
 
 
+STALL_SECONDS = 2.0
+
+
 def wait_drained(
     dsn: DatabaseDsn, endpoint: Endpoint | None = None, emails: int = 0, timeout: float = 900
 ) -> None:
-    """Until no row is open. With `endpoint`, first until it has taken `emails` sends, polled there as
-    the Celery peer's run is: a poll of the database costs its server about 0.9 ms at 4,000 open rows
-    (a connection and a count), which the outbox's CPU per email would otherwise carry."""
+    """Until no row is open. With `endpoint`, first until it has taken `emails` sends, or its count
+    has stood still for `STALL_SECONDS` (a row that ends without a send), polled there as the Celery
+    peer's run is: a poll of the database costs its server about 0.9 ms at 4,000 open rows (a
+    connection and a count), which the outbox's CPU per email would otherwise carry."""
     deadline = time.monotonic() + timeout
-    while endpoint is not None and endpoint.sends() < emails:
-        if time.monotonic() > deadline:
-            break
+    seen, moved = -1, time.monotonic()
+    while endpoint is not None and seen < emails and time.monotonic() - moved < STALL_SECONDS:
+        if (now_seen := endpoint.sends()) > seen:
+            seen, moved = now_seen, time.monotonic()
         time.sleep(0.05)
     while open_count(dsn) > 0:
         if time.monotonic() > deadline:
