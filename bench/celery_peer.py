@@ -42,6 +42,7 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_ready
+from email_outbox.devtools.dbserver import free_port
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "emails"
@@ -117,14 +118,6 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class RedisServer:
     """A private redis-server from the binary: a free port, a temp directory, stopped afterwards."""
 
@@ -137,7 +130,7 @@ class RedisServer:
                 "no redis-server binary: run db/ensure-server-binary.sh (installs redis-server)"
             )
         self.dir = Path(tempfile.mkdtemp(prefix="redis-", dir=base))
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),

@@ -7,6 +7,7 @@ Fault tests kill it with SIGKILL and start it again on the same data directory a
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -33,10 +34,50 @@ def find_server_binary() -> str | None:
     return None
 
 
-def free_port() -> int:
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _try_bind(port: int) -> int | None:
+    """The loopback port a socket bound to `port` got (0 asks the kernel for one), or None."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return None
         return int(s.getsockname()[1])
+
+
+def free_port() -> int:
+    """A loopback port to listen on later, below the kernel's ephemeral range.
+
+    A port from bind(0) is an ephemeral port, the range the kernel also takes the source port of
+    every outgoing connection from. A port chosen now and listened on later (a Galera joiner's
+    state-transfer port, a server restarted on its old port after kill -9) could be taken by any
+    connection in between, and the listener then fails. Below that range no connection takes it,
+    and no port is handed out twice by one process.
+    """
+    low, _ = _ephemeral_range()
+    floor = max(1024, low // 2)
+    candidates = range(floor, low)
+    if len(candidates) < 1000:  # a kernel whose ephemeral range starts low: take what bind(0) gives
+        port = _try_bind(0)
+        if port is None:
+            raise ServerStartError("no free loopback port")
+        return port
+    for _ in range(200):
+        port = random.choice(candidates)
+        if port not in _handed_out and _try_bind(port):
+            _handed_out.add(port)
+            return port
+    raise ServerStartError(f"no free loopback port between {floor} and {low - 1}")
 
 
 def _is_mariadb(binary: str) -> bool:
