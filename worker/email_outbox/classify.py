@@ -6,6 +6,7 @@ The worker acts on the Decision; nothing here touches the network or the databas
 from __future__ import annotations
 
 import enum
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +89,12 @@ def classify_exception(exc: BaseException) -> Decision:
     if isinstance(exc, (bx.ConnectTimeoutError, bx.EndpointConnectionError, bx.ProxyConnectionError)):
         return Decision(Outcome.TRANSIENT, error_code="ConnectFailed", error_message=message)
     if isinstance(exc, bx.SSLError):
-        return Decision(Outcome.TRANSIENT, error_code="TLSHandshakeFailed", error_message=message)
+        # botocore raises SSLError for a TLS failure at any point, also while the answer is read after
+        # the request went out (a connection cut without a TLS close). Only a certificate refused in the
+        # handshake proves the request never left.
+        if _caused_by(exc, ssl.SSLCertVerificationError):
+            return Decision(Outcome.TRANSIENT, error_code="TLSCertificateRejected", error_message=message)
+        return Decision(Outcome.AMBIGUOUS, error_code="TLSError", error_message=message)
     if isinstance(exc, bx.NoCredentialsError):
         return Decision(Outcome.ACCOUNT_PROBLEM, error_code="NoCredentials", error_message=message)
     if isinstance(exc, bx.ParamValidationError):
@@ -96,3 +102,19 @@ def classify_exception(exc: BaseException) -> Decision:
     # Connection reset or closed after the request was written, a protocol error, anything else:
     # the request may have reached SES.
     return Decision(Outcome.AMBIGUOUS, error_code=type(exc).__name__, error_message=message)
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `kind` is in `exc`'s chain: causes, contexts, and the errors botocore and urllib3 wrap
+    (botocore keeps it in `kwargs["error"]`, urllib3 in `args`)."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        item = todo.pop()
+        if not isinstance(item, BaseException) or id(item) in seen:
+            continue
+        if isinstance(item, kind):
+            return True
+        seen.add(id(item))
+        todo += [item.__cause__, item.__context__, *item.args, getattr(item, "kwargs", {}).get("error")]
+    return False
