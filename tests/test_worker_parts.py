@@ -11,15 +11,22 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from email_outbox.budget import ByteBudget
 from email_outbox.classify import Decision, Outcome
 from email_outbox.config import WorkerConfig, load_config
 from email_outbox.dsn import DatabaseDsn
-from email_outbox.errors import DatabaseUnavailable, InvalidInput, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.errors import (
+    AccessDenied,
+    DatabaseUnavailable,
+    InvalidInput,
+    SchemaNotInstalled,
+    TransientDatabaseError,
+)
 from email_outbox.models import ClaimedEmail, FailureResult, FinalizeItem, Status
+from email_outbox.repository import OutboxRepository
 from email_outbox.stats import WorkerStats
 from email_outbox.worker.actions import RULES, START, DelayPolicy, Effect, Step, action_for
 from email_outbox.worker.claim import Claim
@@ -29,6 +36,7 @@ from email_outbox.worker.finalizer import Finalizer
 from email_outbox.worker.group_commit import GroupCommit
 from email_outbox.worker.loop import ClaimLoop
 from email_outbox.worker.pacing import Pacer
+from email_outbox.worker.process import Worker
 from email_outbox.worker.reservations import Reservations
 from email_outbox.worker.slots import Slots
 
@@ -370,7 +378,7 @@ def delivery(
     pacer = Pacer(config, stats)
     parts = Delivery(
         sender, database, Finalizer(database, stats), pacer, ByteBudget(1 << 20), POLICY, stats,
-        stopping or threading.Event(), random.Random(0),
+        stopping or threading.Event(), random.Random(0), config.longest_send_seconds,
     )  # fmt: skip
     return parts, pacer
 
@@ -406,6 +414,30 @@ def test_nothing_is_sent_while_stopping_or_paused() -> None:
     assert sender.sent == [] and [c[0] for c in repo.calls] == ["release_claim"]
     assert [e.id for e in sender2.sent] == [1], "the second claim was released, not sent, while paused"
     assert [c[0] for c in repo2.calls] == ["release_claim", "release_claim"] and pacer.pause_remaining() > 50
+
+
+def test_a_row_whose_lease_is_too_short_for_a_send_is_given_back_unsent() -> None:
+    repo, sender = FakeRepository(), FakeSender()
+    parts, _ = delivery(repo, sender)
+    # It waited (for the body budget, for its start through a database blip) until less than the
+    # longest send (connect + read timeout) is left: sending now could outlive the lease.
+    parts.deliver(claim(deadline=time.monotonic() + 1))
+    assert sender.sent == [] and [c[0] for c in repo.calls] == ["release_claim"]
+
+
+def test_failing_to_take_the_next_row_never_costs_the_sent_row_its_finalize(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    repo, sender = FakeRepository(), FakeSender()
+    parts, _ = delivery(repo, sender)
+
+    def take_next() -> Claim | None:
+        raise AccessDenied("reserve refused")
+
+    with caplog.at_level(logging.ERROR, logger="email_outbox.worker"):
+        assert parts.deliver(claim(), take_next) is None
+    assert len(sender.sent) == 1 and [c[0] for c in repo.calls] == ["finalize_sent"]
+    assert "taking the next reservation failed" in caplog.text
 
 
 # --- the claim loop ---------------------------------------------------------------------------------
@@ -513,9 +545,11 @@ class HeldExecutor(Executor):
 
 
 def carrying_on(
-    repo: FakeRepository, concurrency: int = 3, refill: Executor | None = None
+    repo: FakeRepository, concurrency: int = 3, refill: Executor | None = None, rate: str | None = None
 ) -> tuple[ClaimLoop, Pacer, WorkerStats, threading.Event]:
-    config = load_config({"dsn": "mysql://u@h/db", "concurrency": str(concurrency)}, {})
+    config = load_config(
+        {"dsn": "mysql://u@h/db", "concurrency": str(concurrency), "max_send_rate": rate}, {}
+    )
     stats, stopping = WorkerStats(), threading.Event()
     database = calls_on(repo)
     pacer = Pacer(config, stats)
@@ -561,6 +595,31 @@ def test_the_next_batch_is_reserved_off_the_send_path_once_few_are_left() -> Non
     nxt = loop.next_for_held_slot()
     assert nxt is not None and nxt.id == 9, "the slot took the background batch's first row"
     assert len(repo.calls) == 2, "without a claim of its own"
+
+
+def test_a_reserve_that_fails_gives_its_rate_token_back() -> None:
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 4)])
+    loop, _, stats, _ = carrying_on(repo, rate="0.001")  # one token, then none for 1,000 s
+    for _ in range(10):
+        stats.record_send("accepted", 0.05)
+    repo.errors.append(AccessDenied("reserve refused"))
+    with pytest.raises(AccessDenied):
+        loop.next_for_held_slot()
+    nxt = loop.next_for_held_slot()
+    assert nxt is not None and nxt.id == 1, "the token the failed reserve took came back"
+
+
+def test_shutting_down_stops_the_slots_taking_rows_also_after_the_claim_loop_failed() -> None:
+    """Only a signal used to set `stopping`: after the claim loop died of an error, slots with slow
+    sends went on taking reservations while the process waited for them to finish."""
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 4)])
+    config = load_config({"dsn": "mysql://u@h/db"}, {})
+    worker = Worker(config, FakeSender(), repository_factory=lambda: cast(OutboxRepository, repo))
+    for _ in range(10):
+        worker.stats.record_send("accepted", 0.05)
+    worker._drain(ThreadPoolExecutor(1))
+    assert worker.stopping.is_set()
+    assert worker.loop.next_for_held_slot() is None and repo.calls == []
 
 
 def test_reservations_are_given_back_when_the_slot_stops_carrying_on() -> None:

@@ -124,6 +124,11 @@ class WorkerConfig:
         ),
     )
 
+    @property
+    def longest_send_seconds(self) -> float:
+        """The longest one SendEmail call can take before botocore gives up: connect plus read."""
+        return self.ses_connect_timeout + self.ses_read_timeout
+
 
 SETTINGS = fields(WorkerConfig)
 _SPEC: dict[str, tuple[str, Any]] = {f.name: (f.metadata["env"], f.metadata["parse"]) for f in SETTINGS}
@@ -220,7 +225,7 @@ def validate(c: WorkerConfig) -> None:
     # A send that can outlive its lease would be swept to UnknownOutcome while still in flight, and its
     # finalize refused. Half the lease leaves room for the finalize and for retrying it.
     _check(
-        c.ses_connect_timeout + c.ses_read_timeout <= c.lease_seconds / 2,
+        c.longest_send_seconds <= c.lease_seconds / 2,
         f"SES connect timeout + read timeout ({c.ses_connect_timeout:g}s + {c.ses_read_timeout:g}s) must be at most"
         f" half the lease ({c.lease_seconds}s / 2): raise {env_name('lease_seconds')} or lower the timeouts",
     )

@@ -41,6 +41,7 @@ class Delivery:
         stats: WorkerStats,
         stopping: threading.Event,
         rng: random.Random,
+        longest_send_seconds: float,
     ) -> None:
         self._sender = sender
         self._database = database
@@ -51,6 +52,7 @@ class Delivery:
         self._stats = stats
         self._stopping = stopping
         self._rng = rng
+        self._longest_send_seconds = longest_send_seconds
 
     def deliver(self, claim: Claim, take_next: Callable[[], Claim | None] | None = None) -> Claim | None:
         """Send `claim` and finalize it. With `take_next`, the row this slot sends next is taken after
@@ -102,6 +104,12 @@ class Delivery:
 
     def _send(self, claim: Claim, take_next: Callable[[], Claim | None] | None) -> Claim | None:
         started = time.monotonic()
+        # The row may have waited (for the body budget, for its start to land through a database
+        # blip): a send that could outlive the lease would be swept to UnknownOutcome in flight.
+        if claim.deadline - started < self._longest_send_seconds:
+            log.warning("lease too short to send: given back unsent", extra=claim.context())
+            self._finalizer.apply(claim, release_unsent("lease too short to send"))
+            return None
         decision = self._sender.send(claim.email)
         self._stats.record_send(decision.outcome.value, time.monotonic() - started)
         action = action_for(decision, claim.attempt, self._delays, self._rng)
@@ -111,8 +119,22 @@ class Delivery:
                 extra["retry_in_s"] = action.delay_seconds
             log.log(action.level, action.message, extra=extra)
         self._pacer.apply(action.effect)
-        following = take_next() if take_next is not None else None
+        following = self._take_next(claim, take_next)
         _, started = self._finalizer.apply_and_start(claim, action, following)
         if following is not None and not started:
             self._pacer.give_back(1)
         return following if started else None
+
+    @staticmethod
+    def _take_next(sent: Claim, take_next: Callable[[], Claim | None] | None) -> Claim | None:
+        """The row this slot sends next, or None. Failing to take one never costs the row just sent
+        its finalize: that row may have been delivered."""
+        if take_next is None:
+            return None
+        try:
+            return take_next()
+        except Exception:
+            log.exception(
+                "taking the next reservation failed: finalizing the row sent alone", extra=sent.context()
+            )
+            return None

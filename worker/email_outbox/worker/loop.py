@@ -111,9 +111,12 @@ class ClaimLoop:
             return None
         if not self._pacer.token_at_hand():
             return None
-        claim = self._reservations.take()
-        if claim is None:
-            self._pacer.give_back(1)
+        claim = None
+        try:
+            claim = self._reservations.take()
+        finally:
+            if claim is None:  # nothing due, or the reserve failed: the token goes back
+                self._pacer.give_back(1)
         return claim
 
     def _provider_is_slow(self) -> bool:

@@ -78,6 +78,7 @@ class Worker:
             self.stats,
             self.stopping,
             rng,
+            config.longest_send_seconds,
         )
         self.loop = ClaimLoop(
             config, self.database, self.slots, self.pacer, self.stats, self.stopping, self.reservations
@@ -163,6 +164,8 @@ class Worker:
             self.stopping.wait(self.config.poll_interval)
 
     def _drain(self, executor: ThreadPoolExecutor) -> None:
+        # Also when the claim loop ended by an error, not a signal: slots must stop taking rows.
+        self.stopping.set()
         grace_end = time.monotonic() + self.config.shutdown_grace_seconds
         if not self.slots.wait_all_free(grace_end):
             log.error(
