@@ -1,4 +1,4 @@
-"""The operator console on a big table (issue 16): response times of the overview, the lists and the
+"""The operator console on a big table: response times of the overview, the lists and the
 searches with 1,000,000 rows, through the whole stack (authentication, the queries, the templates).
 
 Fills a private server with 1,000,000 rows (mostly Sent over 30 days, some Failed, Pending and

@@ -1,4 +1,4 @@
-"""Bounded cost, measured (issue 13, finding 7): the replicas' queue gauge and `purge-bodies` against
+"""Bounded cost, measured (security review, finding 7): the replicas' queue gauge and `purge-bodies` against
 the size of the history.
 
 Prints, for a table holding N terminal rows (10,000 and 1,000,000 by default):

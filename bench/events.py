@@ -1,4 +1,4 @@
-"""Events recorded per second from a backlog (issue 15, point 8): SES event records, in their SNS
+"""Events recorded per second from a backlog: SES event records, in their SNS
 envelopes, through the same Ingestor `email-outbox events` uses (parse, one transaction per batch of
 messages, commit), against a private server with a durable commit (innodb_flush_log_at_trx_commit=1).
 

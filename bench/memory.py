@@ -1,6 +1,6 @@
-"""The worker's peak memory with large bodies (issue 13, finding 7): 8 emails of 16,000,000 bytes,
+"""The worker's peak memory with large bodies (security review, finding 7): 8 emails of 16,000,000 bytes,
 batch 8, concurrency 8, delivered by a real worker process to the local SES endpoint; and with large
-attachments (issue 14): 8 emails of 10,000,000 bytes of attachment each.
+attachments: 8 emails of 10,000,000 bytes of attachment each.
 
 Two runs side by side: every body carried by the claim (the old behaviour, inline_body_bytes at its
 maximum) and the default (bodies over 256 KiB loaded per send within a 64 MiB byte budget). Prints
@@ -84,7 +84,7 @@ RUNS = [
     ("batch 8, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 8, False),
     ("batch 1, bodies loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 1, False),
     ("batch 8, bodies loaded per send, 64 MiB budget", 256 * 1024, 64 * MIB, 8, False),
-    # Issue 14: attachments stay in their table until their send, within the same budget.
+    # Attachments stay in their table until their send, within the same budget.
     ("batch 8, attachments loaded per send, 16 MiB budget (default)", 256 * 1024, 16 * MIB, 8, True),
     ("batch 8, attachments loaded per send, 64 MiB budget", 256 * 1024, 64 * MIB, 8, True),
 ]

@@ -334,7 +334,7 @@ BEGIN
   IF v_tags IS NOT NULL THEN
     SET v_clean = JSON_SET(v_clean, '$.tags', JSON_EXTRACT(v_tags, '$'));
   END IF;
-  -- Issue 15: recipients on the suppression list are left out (all of them suppressed: the row fails).
+  -- Recipients on the suppression list are left out (all of them suppressed: the row fails).
   CALL email_internal_drop_suppressed(v_clean, v_options, v_first);
   CALL email_internal_begin(v_own);
   CALL email_internal_enqueue(v_where, p_notification_id, COALESCE(v_first, v_to_address), v_from_address, v_subject,

@@ -68,7 +68,7 @@ BEGIN
    ORDER BY claim_due_at, id
    LIMIT p_limit
    FOR UPDATE SKIP LOCKED;
-  -- Issue 15: a row to a suppressed address ends Failed here instead of being claimed.
+  -- A row to a suppressed address ends Failed here instead of being claimed.
   CALL email_internal_fail_suppressed_claims(v_now, p_claimed_by);
   CALL email_internal_drop_suppressed_claims();
 

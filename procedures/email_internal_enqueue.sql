@@ -83,7 +83,7 @@ BEGIN
   IF v_duplicate = 0 THEN
     SET p_affected = 1, p_attempt_id = LAST_INSERT_ID();
     CALL email_internal_record_event(p_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
-    -- Issue 15: to a suppressed address, the new row ends Failed at once and is never sent.
+    -- To a suppressed address, the new row ends Failed at once and is never sent.
     CALL email_internal_fail_if_suppressed(p_attempt_id, v_now, SESSION_USER(), v_suppressed);
   ELSE
     SET p_affected = 0;

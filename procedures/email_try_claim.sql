@@ -31,7 +31,7 @@ BEGIN
   -- Assignments read columns before they are changed, so the result is the same under MySQL's
   -- left-to-right and MariaDB's SIMULTANEOUS_ASSIGNMENT semantics.
   CALL email_internal_begin(v_own);
-  -- Issue 15: a row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
+  -- A row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
   CALL email_internal_fail_if_suppressed(p_id, v_now, p_claimed_by, v_suppressed);
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET claimed_from_status = status,

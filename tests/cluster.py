@@ -1,4 +1,4 @@
-"""A 3-node MariaDB Galera cluster of private servers on loopback, for the cluster tests (issue 17).
+"""A 3-node MariaDB Galera cluster of private servers on loopback, for the cluster tests.
 
 Each node is a private server (its own data directory, ports and socket) with the galera-4 provider.
 The first node bootstraps the cluster; the others join by state transfer with mariabackup. Nothing

@@ -1,4 +1,4 @@
-"""A 3-node MariaDB Galera cluster of private servers (issue 17): `migrate` run at the same moment on
+"""A 3-node MariaDB Galera cluster of private servers: `migrate` run at the same moment on
 all three nodes, as an account without SUPER and with the binary log on, ends with one complete,
 identical install on every node, and a rerun changes nothing."""
 
@@ -95,7 +95,7 @@ def test_migrate_at_once_on_three_nodes_makes_one_identical_install(
 
 
 def test_operator_reads_on_another_node_see_a_row_just_written(cluster: GaleraCluster) -> None:
-    """Without causal reads, 33 of 300 reads on another node missed a row just written (issue 17)."""
+    """Without causal reads, 33 of 300 reads on another node missed a row just written."""
     from email_outbox.repository import OutboxRepository
 
     _create_outbox_database(cluster)

@@ -1,4 +1,4 @@
-"""A soak on a 3-node Galera cluster (issue 17), accounted like the single-node soak: three worker
+"""A soak on a 3-node Galera cluster, accounted like the single-node soak: three worker
 replicas whose DSNs list the nodes in different orders, an enqueuer on every node, kill -9 of one
 node mid-run, its restart and rejoin by incremental state transfer (IST), then kill -9 of another;
 and the same emails delivered by the same workers from a single server, in the same run, for

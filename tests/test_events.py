@@ -1,4 +1,4 @@
-"""Issue 15: SES events recorded once, UnknownOutcome settled from evidence, the suppression list.
+"""SES events recorded once, UnknownOutcome settled from evidence, the suppression list.
 
 The contract tests call the procedures through the repository and the ingestor; the end-to-end tests
 (tests/test_events_e2e.py) run the worker, the local SES endpoint and moto's SNS and SQS.

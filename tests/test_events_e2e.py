@@ -1,4 +1,4 @@
-"""Issue 15 end to end: a worker sends to the local SES endpoint (some sends time out after SES
+"""SES events end to end: a worker sends to the local SES endpoint (some sends time out after SES
 accepted them, so those rows end UnknownOutcome); the endpoint's accepted messages become SES event
 records in SES's documented shapes, published through moto's SNS to SQS (and the EventBridge shape
 straight to SQS); `email-outbox events` consumes them. moto runs in server mode, started here."""

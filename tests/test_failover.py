@@ -1,4 +1,4 @@
-"""Failover with accounting (issue 11): a primary with a semi-synchronous replica, worker replicas
+"""Failover with accounting: a primary with a semi-synchronous replica, worker replicas
 reaching it through a proxy, kill -9 of the primary mid-run, the replica promoted and the proxy moved
 to it, as production moves a DNS name or a ProxySQL/MaxScale backend. Every email is accounted for.
 

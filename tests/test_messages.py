@@ -1,4 +1,4 @@
-"""Issue 14: whole messages. email_enqueue_message refuses bad documents with a 45000 naming the member
+"""Whole messages. email_enqueue_message refuses bad documents with a 45000 naming the member
 and the rule, and writes nothing; a good one is stored (attachments apart) and sent byte-exact: the local
 SES endpoint records the whole request, and every recipient, header, tag and attachment byte is compared
 with what was enqueued."""

@@ -1,4 +1,4 @@
-"""A primary with the binary log and a replica fed by it (issue 11): after real worker traffic the
+"""A primary with the binary log and a replica fed by it: after real worker traffic the
 replica holds the same rows and history, and the operator's read commands work against it."""
 
 from __future__ import annotations

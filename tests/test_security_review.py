@@ -1,4 +1,4 @@
-"""Issue 13, the security review: one test (or a few) per finding, each against the real server."""
+"""The security review: one test (or a few) per finding, each against the real server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The servers users really have (issue 11): each case a private server started with one setting a
+"""The servers users really have: each case a private server started with one setting a
 managed or company server may have, the migrator an account with ALL on its own database only (no
 SUPER), then an enqueue with 4-byte characters, a real worker process delivering to the local SES
 endpoint, and a byte-exact comparison of what the endpoint received. Every case also reruns

@@ -1,4 +1,4 @@
-"""Issue 13 (security review): the sender allow-list and its log.
+"""From the security review: the sender allow-list and its log.
 
 Idempotent like 0001: IF NOT EXISTS everywhere, so a migrator killed mid-way simply runs again.
 """

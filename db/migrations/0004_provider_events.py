@@ -1,4 +1,4 @@
-"""Issue 15: what happened after SES accepted. Provider events (SES event publishing), each email's
+"""What happened after SES accepted. Provider events (SES event publishing), each email's
 latest provider state, and the suppression list with its log.
 
 Idempotent like 0001 and 0003: IF NOT EXISTS everywhere, and the one index on the big table is added

@@ -1,4 +1,4 @@
-"""Issue 14: whole messages. Recipients beyond the first, reply-to, headers, tags, a configuration set
+"""Whole messages. Recipients beyond the first, reply-to, headers, tags, a configuration set
 and a stored template travel in `message_options` (JSON, read by the claim); attachments live in a
 table of their own, so claims and listings never read them.
 

@@ -1,4 +1,4 @@
-"""Issue 16: the indexes the operator console reads by, so its pages stay fast on a big table.
+"""The indexes the operator console reads by, so its pages stay fast on a big table.
 
 - `(status, id)`: one status's rows newest first, a page at a time (keyset: `id < last seen`), and
   the bulk selection of UnknownOutcome rows; also the count per status the overview shows.

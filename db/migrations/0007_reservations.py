@@ -1,4 +1,4 @@
-"""Issue 12: reservations. A worker with slow sends claims its next rows ahead, as reservations: the
+"""Reservations. A worker with slow sends claims its next rows ahead, as reservations: the
 row is Processing under the worker's claim token, but its send has not started. `reserved_at` is set
 by email_reserve_batch and cleared by the start mark (email_start_send, or a `started` item of
 email_finalize_batch) written just before the send. The lease sweep sends an expired reservation back

@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--disable-provider",
         action="store_true",
-        help="send nothing: release every claim untouched ($EMAIL_OUTBOX_PROVIDER_ENABLED=false)",
+        help="send nothing: claim nothing and idle ($EMAIL_OUTBOX_PROVIDER_ENABLED=false)",
     )
     p.set_defaults(func=cmd_worker)
 

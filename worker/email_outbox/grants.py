@@ -54,7 +54,7 @@ OPERATOR_PROCEDURES = (
     "email_sender_add",
     "email_sender_remove",
     "email_sender_allowed",
-    # `email-outbox suppression` and the SES figures of `status` (issue 15).
+    # `email-outbox suppression` and the SES figures of `status`.
     "email_suppression_add",
     "email_suppression_remove",
     "email_provider_stats",

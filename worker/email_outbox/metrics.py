@@ -1,8 +1,9 @@
 """Prometheus metrics and a health check for one worker replica, on one small HTTP server.
 
 GET /metrics  the Prometheus text format: the replica's counters (email_outbox.stats) read at scrape
-              time, plus the outbox's queue depth per status, refreshed every `stats_interval` seconds
-              from `email_outbox_stats` on a connection of its own (a modest, bounded load).
+              time, plus the live queue (Pending, Retrying, Processing) per status, refreshed every
+              `stats_interval` seconds from `email_outbox_queue_stats` on a connection of its own
+              (its cost follows the backlog, not the history).
 GET /healthz  200 while the delivery loop turns and the database answered recently; 503 otherwise.
 """
 
@@ -129,7 +130,7 @@ class WorkerCollector(Collector):
         snapshot = self.queue()
         if snapshot.sampled_at:
             depth = GaugeMetricFamily(
-                "email_outbox_queue_depth", "Rows per status (email_outbox_stats)", labels=["status"]
+                "email_outbox_queue_depth", "Rows per live status (email_outbox_queue_stats)", labels=["status"]
             )
             for c in snapshot.counts:
                 depth.add_metric([c.status.value], c.count)

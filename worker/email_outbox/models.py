@@ -194,7 +194,7 @@ class AllowedSender:
     reason: str
 
 
-# --- after SES accepted (issue 15) ----------------------------------------------------------------
+# --- after SES accepted ----------------------------------------------------------------
 @dataclass(frozen=True)
 class RecordResult:
     """What email_record_provider_event did with one event."""

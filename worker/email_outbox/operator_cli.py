@@ -112,7 +112,7 @@ def _rate(value: float | None, limit: float) -> str:
 def _print_provider_figures(
     provider: ProviderStats, states: dict[str, int], suppressed: int, wait: str
 ) -> None:
-    """The figures SES reviews an account on (issue 15), from the events `email-outbox events` recorded."""
+    """The figures SES reviews an account on, from the events `email-outbox events` recorded."""
     print("SES events, last 24h:    " + ", ".join(
         f"{name} {n}" for name, n in (
             ("Send", provider.sends), ("Delivery", provider.deliveries), ("DeliveryDelay", provider.delays),
@@ -230,7 +230,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _print_provider(state: ProviderState | None, provider_events: list[ProviderEventRow]) -> None:
-    """What SES said after it accepted (issue 15): the latest provider state and every event."""
+    """What SES said after it accepted: the latest provider state and every event."""
     if state is None:
         print("provider state:  - (no SES event recorded)")
         return

@@ -1,4 +1,4 @@
-"""The calls about what happened after SES accepted (issue 15): provider events, the evidence that
+"""The calls about what happened after SES accepted: provider events, the evidence that
 settles UnknownOutcome, provider figures, and the suppression list. A part of OutboxRepository, kept
 apart so the core of the contract reads in one sitting."""
 

@@ -339,7 +339,7 @@ class ConsoleReads:
         )
 
     def provider_events(self, attempt_id: int) -> list[dict[str, Any]] | None:
-        """SES's events for this email, where the provider-events tables exist (issue 15)."""
+        """SES's events for this email, where the provider-events tables exist."""
         if "email_provider_events" not in self.db.tables:
             return None
         return self._optional(
@@ -349,7 +349,7 @@ class ConsoleReads:
         )
 
     def suppression(self, address: str) -> dict[str, Any] | None:
-        """The suppression-list entry of the recipient, where that list exists (issue 15)."""
+        """The suppression-list entry of the recipient, where that list exists."""
         if "email_suppressed_addresses" not in self.db.tables:
             return None
         local, _, domain = address.rpartition("@")

@@ -1,4 +1,4 @@
-"""SES event ingestion (issue 15): what happened after SES accepted a message.
+"""SES event ingestion: what happened after SES accepted a message.
 
 `email-outbox events` reads SES event records (SQS, or a file), unwraps the envelope they came in
 (`envelopes`), turns each record into the fields the stored procedure `email_record_provider_event`
