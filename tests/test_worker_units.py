@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
+from pathlib import Path
 
 import pytest
 from botocore import exceptions as bx
@@ -144,3 +146,31 @@ def test_procedure_arguments_bind_by_the_names_in_procedures() -> None:
     repo = OutboxRepository(None)  # type: ignore[arg-type]  # refused before any connection is used
     with pytest.raises(TypeError, match="email_finalize_sent takes id, claim_token, provider_message_id"):
         repo._call("email_finalize_sent", id=1, token="t", provider_message_id="m")
+
+
+def test_every_worker_log_line_and_metric_is_listed_in_the_operations_guide() -> None:
+    """docs/design.md promises operators one place for the worker's log lines and metric names."""
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "operations.md").read_text()
+    logs_section = guide.split("### Log lines", 1)[1].split("\n### ", 1)[0]
+    listed = [
+        m
+        for line in logs_section.splitlines()
+        if line.startswith("| `")
+        for m in re.findall(r"`([^`]+)`", line.split(" | ")[0])
+    ]
+    sources = [*(root / "worker/email_outbox/worker").glob("*.py"), root / "worker/email_outbox/metrics.py", root / "worker/email_outbox/db.py"]  # fmt: skip
+    call = re.compile(r"log\.(?:debug|info|warning|error|critical|exception)\(\s*\"([^\"]+)\"")
+    messages = {m for path in sources for m in call.findall(path.read_text())}
+    assert len(messages) > 20
+
+    def is_listed(message: str) -> bool:
+        return any(
+            m == message or (m.endswith("...") and message.startswith(m[:-3].rstrip())) for m in listed
+        )
+
+    assert sorted(m for m in messages if not is_listed(m)) == []
+    metrics = set(
+        re.findall(r'"(email_outbox_[a-z_]+)"', (root / "worker/email_outbox/metrics.py").read_text())
+    )
+    assert len(metrics) > 10 and sorted(n for n in metrics if n not in guide) == []
