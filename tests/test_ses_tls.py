@@ -1,5 +1,5 @@
-"""TLS failures between the worker and SES, against a real TLS listener on loopback and the real
-boto3 client: only a failure that proves the request never left may be retried."""
+"""The SES client against a real TLS listener on loopback and the real boto3 client: only a failure
+that proves the request never left may be retried or failed; anything after it may have left is ambiguous."""
 
 from __future__ import annotations
 
@@ -145,3 +145,17 @@ def test_a_tls_failure_after_the_request_left_is_ambiguous_never_retried(
     decision = sender(server.port, verify=str(cert)).send(EMAIL)
     assert len(server.requests) == 1 and b"user@example.com" in server.requests[0], "the request went out"
     assert decision.outcome is Outcome.AMBIGUOUS, decision
+
+
+def test_a_stored_message_that_cannot_be_made_into_a_request_fails_and_is_never_sent(
+    listener: tuple[CorruptingListener, Path],
+) -> None:
+    """It used to raise out of the send slot: the started row was left for the sweep to make
+    UnknownOutcome, though no request had left."""
+    server, cert = listener
+    broken = ClaimedEmail(
+        2, "n-2", "user@example.com", "sender@example.com", "s", "hi", None, 0, 5, message_options="{not json"
+    )
+    decision = sender(server.port, verify=str(cert)).send(broken)
+    assert (decision.outcome, decision.error_code) == (Outcome.PERMANENT, "MessageNotBuildable")
+    assert server.requests == []

@@ -170,6 +170,21 @@ class SesSender:
                 error_code="NoSender",
                 error_message="the row has no from_address and EMAIL_OUTBOX_DEFAULT_FROM is not set",
             )
+        try:
+            request = self._request(email)
+        except Exception as exc:  # the row's stored message cannot be made into a request: it never left
+            return Decision(
+                Outcome.PERMANENT,
+                error_code="MessageNotBuildable",
+                error_message=f"{type(exc).__name__}: {exc}"[:2000],
+            )
+        try:
+            response = self.client.send_email(**request)
+        except Exception as exc:  # every failure is classified; none escapes as a crash
+            return classify_exception(exc)
+        return classify_response(response)
+
+    def _request(self, email: ClaimedEmail) -> dict[str, Any]:
         request = build_request(email, self.config.default_from, self.config.ses_configuration_set)
         if not self.simple_ok and "Simple" in request["Content"]:
             simple = request["Content"].pop("Simple")
@@ -177,8 +192,4 @@ class SesSender:
                 request["Content"]["Raw"] = {"Data": build_raw_message(email, self.config.default_from)}
             else:
                 request["Content"]["Simple"] = simple
-        try:
-            response = self.client.send_email(**request)
-        except Exception as exc:  # every failure is classified; none escapes as a crash
-            return classify_exception(exc)
-        return classify_response(response)
+        return request
