@@ -130,7 +130,9 @@ class WorkerCollector(Collector):
         snapshot = self.queue()
         if snapshot.sampled_at:
             depth = GaugeMetricFamily(
-                "email_outbox_queue_depth", "Rows per live status (email_outbox_queue_stats)", labels=["status"]
+                "email_outbox_queue_depth",
+                "Rows per live status (email_outbox_queue_stats)",
+                labels=["status"],
             )
             for c in snapshot.counts:
                 depth.add_metric([c.status.value], c.count)
