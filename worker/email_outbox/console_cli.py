@@ -10,6 +10,7 @@ import argparse
 import getpass
 import ipaddress
 import sys
+from urllib.parse import urlsplit
 
 from email_outbox.cli_common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
 from email_outbox.errors import ConfigError, InvalidInput
@@ -20,6 +21,13 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"--listen takes HOST:PORT (got {text!r})")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def loopback_hosts(port: int, public_origins: frozenset[str]) -> frozenset[str]:
+    """The Host headers a console on a loopback address answers: its own names, and a TLS proxy's
+    public origins. Any other name reaching it is a DNS rebinding, or a mistake."""
+    own = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+    return frozenset(own | {urlsplit(origin).netloc for origin in public_origins})
 
 
 def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
@@ -69,11 +77,13 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
         raise ConfigError("--bulk-cap must be 1 to 10000")
     database = ConsoleDatabase(dsn_from(args), statement_timeout_seconds=args.statement_timeout)
     database.start()
+    public_origins = frozenset(o.rstrip("/").lower() for o in args.public_origin or ())
     settings = ConsoleSettings(
         database=database,
         authenticator=authenticator,
         read_only=args.read_only,
-        public_origins=frozenset(o.rstrip("/").lower() for o in args.public_origin or ()),
+        public_origins=public_origins,
+        allowed_hosts=loopback_hosts(port, public_origins) if is_loopback(host) else None,
         bulk_cap=args.bulk_cap,
     )
     return settings, host, port

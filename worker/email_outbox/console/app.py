@@ -5,8 +5,6 @@ headers), and the pages. `create_app(settings)` is the one entry point.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -22,8 +20,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from email_outbox.console import views
-from email_outbox.console.auth import Authenticator
+from email_outbox.console.auth import Authenticator, basic_credentials
 from email_outbox.console.data import ConsoleDatabase
+from email_outbox.console.login_limit import FailedLogins
 from email_outbox.console.security import CsrfTokens, cross_origin_reason, page_headers
 
 log = logging.getLogger("email_outbox.console")
@@ -37,6 +36,9 @@ class ConsoleSettings:
     read_only: bool = False
     # Origins besides the request's own that a form may be posted from (a TLS-terminating proxy's).
     public_origins: frozenset[str] = frozenset()
+    # Host headers the console answers (lower case, with the port); None: any. On a loopback address
+    # it must be set: a page whose DNS name is rebound to 127.0.0.1 is otherwise "same-origin".
+    allowed_hosts: frozenset[str] | None = None
     page_size: int = 50
     # The most rows one bulk action may touch.
     bulk_cap: int = 500
@@ -50,30 +52,6 @@ class ConsoleSettings:
 
 # Forms carry a reason and at most --bulk-cap ids: far below this.
 MAX_FORM_BYTES = 256 * 1024
-
-
-class FailedLogins:
-    """Failed logins per peer address in the current minute; past `limit`, the peer waits it out."""
-
-    def __init__(self, limit: int = 20, window_seconds: float = 60.0) -> None:
-        self.limit, self.window = limit, window_seconds
-        self._counts: dict[str, tuple[float, int]] = {}
-        self._lock = threading.Lock()
-
-    def failed(self, peer: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if len(self._counts) > 10_000:
-                self._counts.clear()
-            start, count = self._counts.get(peer, (now, 0))
-            if now - start > self.window:
-                start, count = now, 0
-            self._counts[peer] = (start, count + 1)
-
-    def blocked(self, peer: str) -> bool:
-        with self._lock:
-            start, count = self._counts.get(peer, (0.0, 0))
-        return count >= self.limit and time.monotonic() - start <= self.window
 
 
 STATIC = {
@@ -112,16 +90,25 @@ class Guard(BaseHTTPMiddleware):
     @staticmethod
     async def refusal(request: Request, settings: ConsoleSettings) -> Response | None:
         """None, with request.state.user set, for a request that may go on; else the refusal."""
+        host = request.headers.get("host", "").lower()
+        if settings.allowed_hosts is not None and host not in settings.allowed_hosts:
+            return PlainTextResponse(
+                "refused: this console is not served under that host name", status_code=421
+            )
         peer = request.client.host if request.client else ""
-        if settings.failures.blocked(peer):
+        credentials = basic_credentials(request)
+        if credentials is not None and not settings.failures.start(peer, credentials[0]):
             return PlainTextResponse(
                 "too many failed logins from your address: wait a minute", status_code=429
             )
         # The password check is a deliberately slow hash: off the event loop.
         user = await run_in_threadpool(settings.authenticator.user, request)
-        if user is None:
-            if request.headers.get("authorization"):
+        if credentials is not None:
+            if user is None:
                 settings.failures.failed(peer)
+            else:
+                settings.failures.succeeded(peer, credentials[0])
+        if user is None:
             if settings.authenticator.challenge:
                 return PlainTextResponse(
                     "authentication required",

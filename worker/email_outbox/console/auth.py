@@ -46,18 +46,11 @@ class BasicAuth(Authenticator):
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def user(self, request: Request) -> str | None:
-        header = request.headers.get("authorization", "")
-        scheme, _, encoded = header.partition(" ")
-        if scheme.lower() != "basic" or not encoded:
+        credentials = basic_credentials(request)
+        if credentials is None:
             return None
-        try:
-            decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        name, sep, password = decoded.partition(":")
-        if not sep or not USER_NAME.match(name):
-            return None
-        key = hashlib.sha256(decoded.encode("utf-8")).digest()
+        name, password = credentials
+        key = hashlib.sha256(f"{name}:{password}".encode()).digest()
         now = time.monotonic()
         with self._lock:
             until = self._verified.get(key)
@@ -70,6 +63,19 @@ class BasicAuth(Authenticator):
                 self._verified.clear()
             self._verified[key] = now + self.remember_seconds
         return name
+
+
+def basic_credentials(request: Request) -> tuple[str, str] | None:
+    """The user name and password of an HTTP Basic Authorization header; None without a usable one."""
+    scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        return None
+    try:
+        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    name, sep, password = decoded.partition(":")
+    return (name, password) if sep and USER_NAME.match(name) else None
 
 
 @dataclass

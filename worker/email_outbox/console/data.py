@@ -85,9 +85,14 @@ def _listed(row: dict[str, Any]) -> ListedEmail:
     return ListedEmail(**{k: row[k] for k in ListedEmail.__dataclass_fields__})
 
 
+# Every prefix search names its escape character: a backslash stops being one under the
+# NO_BACKSLASH_ESCAPES sql_mode, and then '%' and '_' in a search would match anything.
+LIKE_PREFIX = "LIKE %s ESCAPE '!'"
+
+
 def like_prefix(text: str) -> str:
-    """`text` as a LIKE prefix pattern, its wildcards and the escape character taken literally."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    """`text` as the pattern of LIKE_PREFIX, its wildcards and '!' taken literally."""
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
 
 
 class ConsoleDatabase:
@@ -239,9 +244,7 @@ class ConsoleReads:
             "notification_id": "uq_email_delivery_attempts_notification_id",
             "recipient": "ix_email_delivery_attempts_to_id",
         }[by]
-        sql = (
-            f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts FORCE INDEX ({index}) WHERE {column} LIKE %s"
-        )
+        sql = f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts FORCE INDEX ({index}) WHERE {column} {LIKE_PREFIX}"
         args: list[Any] = [like_prefix(prefix)]
         if after is not None:
             sql += f" AND ({column} > %s OR ({column} = %s AND id > %s))"
@@ -266,7 +269,7 @@ class ConsoleReads:
         )
         args: list[Any] = [int(older_than_seconds * 1_000_000)]
         if recipient_prefix:
-            sql += " AND to_address LIKE %s"
+            sql += f" AND to_address {LIKE_PREFIX}"
             args.append(like_prefix(recipient_prefix))
         sql += " ORDER BY id LIMIT %s"
         args.append(cap + 1)

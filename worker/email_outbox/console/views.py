@@ -7,9 +7,9 @@ audit event names the person beside the database account the server records.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from email_outbox.console.data import ConsoleReads, Overview
-from email_outbox.console.security import body_headers
+from email_outbox.console.security import CsrfTokens, body_headers
 from email_outbox.display import age, visible, when
 from email_outbox.errors import AccessDenied, InvalidInput, NotFound, OutboxError, ReadOnlyServer
 from email_outbox.models import Status
@@ -93,7 +93,12 @@ def problem(request: Request, error: Exception) -> HTMLResponse:
     elif isinstance(error, InvalidInput):
         status, text = 400, str(error)
     elif isinstance(error, AccessDenied):
-        status, text = 403, f"the console's database account may not do this: {error}"
+        # The server's words name the account and its host: for the log, not the page.
+        log.warning("the console's database account was refused: %s", error)
+        status, text = (
+            403,
+            "the console's database account may not do this (the console's log has the details)",
+        )
     elif isinstance(error, ReadOnlyServer):
         status, text = 503, str(error)
     else:
@@ -266,10 +271,13 @@ def _back(attempt_id: int, done: str) -> RedirectResponse:
 
 
 # --- bulk ------------------------------------------------------------------------------------------
-def _sign(request: Request, action: str, ids: str) -> str:
-    settings = request.app.state.settings
-    message = f"bulk\0{request.state.user}\0{action}\0{ids}".encode()
-    return hmac.new(settings.csrf.token(request.state.user).encode(), message, hashlib.sha256).hexdigest()
+# How long a confirmation page's frozen list may be applied.
+BULK_CONFIRM_SECONDS = 900
+
+
+def _sign(request: Request, action: str, ids: str, issued: str) -> str:
+    csrf: CsrfTokens = request.app.state.settings.csrf
+    return csrf.sign("bulk", request.state.user, action, ids, issued)
 
 
 async def bulk_form(request: Request) -> Response:
@@ -307,7 +315,8 @@ async def bulk_preview(request: Request) -> Response:
         action_label=ACTIONS[action],
         ids=ids,
         frozen=frozen,
-        signature=_sign(request, action, frozen),
+        issued=(issued := str(int(time.time()))),
+        signature=_sign(request, action, frozen, issued),
         capped=capped,
         cap=cap,
         older_than=older_text,
@@ -327,8 +336,11 @@ async def bulk_apply(request: Request) -> Response:
         frozen = str(form.get("ids") or "")
         if action not in ACTIONS:
             raise InvalidInput("choose an action")
-        if not hmac.compare_digest(_sign(request, action, frozen), str(form.get("signature") or "")):
+        issued = str(form.get("issued") or "")
+        if not hmac.compare_digest(_sign(request, action, frozen, issued), str(form.get("signature") or "")):
             raise InvalidInput("the list of emails is not the one the confirmation page showed")
+        if not issued.isdigit() or time.time() - int(issued) > BULK_CONFIRM_SECONDS:
+            raise InvalidInput("the confirmation page is more than 15 minutes old: preview the list again")
         if form.get("confirm") != "yes":
             raise InvalidInput("tick the confirmation box to apply the action to the listed emails")
         ids = [int(x) for x in frozen.split(",") if x]
