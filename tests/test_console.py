@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 import pytest
-from email_outbox.cli import main
+from email_outbox.cli import build_parser, main
 from email_outbox.console.auth import BasicAuth, NoAuth, TrustedHeader
 from email_outbox.console.data import ConsoleReads
 from email_outbox.console.login_limit import FailedLogins
 from email_outbox.console.users import UsersFile, add_user, verify_password
-from email_outbox.console_cli import loopback_hosts
+from email_outbox.console_cli import build_settings, loopback_hosts
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import AccessDenied
 from email_outbox.repository import OutboxRepository
@@ -165,6 +165,20 @@ def test_the_console_refuses_to_start_without_authentication_or_open_beyond_loop
     assert "console-user add" in capsys.readouterr().err
     assert main([*base, "--insecure-no-auth", "--users-file", str(tmp_path / "x")]) == 2
     assert "choose one" in capsys.readouterr().err
+
+
+def test_basic_authentication_beyond_loopback_is_warned_about(
+    dsn: DatabaseDsn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    users = tmp_path / "users"
+    add_user(users, USER, PASSWORD)
+    for listen, warned in (("127.0.0.1:8025", False), ("0.0.0.0:8025", True)):
+        args = build_parser().parse_args(
+            ["console", "--dsn", dsn.url(), "--users-file", str(users), "--listen", listen]
+        )
+        settings, _, _ = build_settings(args)
+        settings.database.close()  # type: ignore[attr-defined]
+        assert ("sends each password in clear" in capsys.readouterr().err) is warned, listen
 
 
 def test_a_trusted_user_header_counts_only_from_the_trusted_proxy(dsn: DatabaseDsn, tmp_path: Path) -> None:

@@ -54,6 +54,12 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
         users = UsersFile.load(args.users_file)
         if world_readable(users.path):
             print(f"warning: {users.path} can be read by other users: chmod 600 it", file=sys.stderr)
+        if not is_loopback(host):
+            print(
+                f"warning: listening on {host}, where HTTP Basic sends each password in clear: serve the"
+                " console to others only through a TLS proxy (docs/operations.md, The web console)",
+                file=sys.stderr,
+            )
         authenticator = BasicAuth(users)
     elif args.trusted_user_header:
         if not args.trusted_proxy:
