@@ -567,6 +567,50 @@ def test_a_viewer_account_gets_a_read_only_console(
     assert status_of(repo, attempt_id) == "UnknownOutcome"
 
 
+def test_a_console_role_account_acts_and_can_do_nothing_else_an_operator_can(
+    server: TestServer, dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
+) -> None:
+    """The console needs requeue and resolve, not the operator's enqueue, allow-list or purge: its
+    account, or its DSN file, in the wrong hands cannot send mail."""
+    attempt_id = unknown_row(repo)
+    os.environ["TEST_CONSOLE_PASSWORD"] = "console-Pass1"
+    try:
+        code = main(["grant", "console", "eo_console@%", "--dsn", dsn.url(), "--create",
+                     "--password-env", "TEST_CONSOLE_PASSWORD"])  # fmt: skip
+        assert code == 0
+        account = DatabaseDsn(
+            "eo_console", "console-Pass1", dsn.host, dsn.port, dsn.database, dsn.unix_socket
+        )
+        made = make_console(account, tmp_path)
+        try:
+            assert made.settings.can_act
+            with TestClient(made.app, follow_redirects=False) as client:
+                client.auth = (USER, PASSWORD)
+                assert client.get("/").status_code == 200
+                response = post(
+                    client, f"/emails/{attempt_id}/requeue", {"csrf_token": csrf(client), "reason": "ok"}
+                )
+                assert response.status_code == 303
+        finally:
+            made.close()
+        console_repo = OutboxRepository.open(account)
+        try:
+            for attempt in (
+                lambda: console_repo.enqueue("from-console", "x@example.com", "s", text_body="x"),
+                lambda: console_repo.purge_bodies(0, 10),
+            ):
+                with pytest.raises(AccessDenied):
+                    attempt()
+        finally:
+            console_repo.close()
+    finally:
+        del os.environ["TEST_CONSOLE_PASSWORD"]
+        admin = server.admin_connection()
+        admin.cursor().execute("DROP USER IF EXISTS 'eo_console'@'%'")
+        admin.close()
+    assert status_of(repo, attempt_id) == "Pending"
+
+
 def test_read_only_flag_turns_the_actions_off_for_any_account(dsn: DatabaseDsn, tmp_path: Path) -> None:
     made = make_console(dsn, tmp_path, read_only=True)
     try:

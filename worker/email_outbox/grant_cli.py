@@ -11,6 +11,7 @@ import sys
 from email_outbox.cli_common import EXIT_OK, add_dsn, dsn_from, open_repository
 from email_outbox.db import DRIVER_ERRORS, translate_error
 from email_outbox.errors import InvalidInput
+from email_outbox.grants import ROLES
 
 
 def _new_account_password(args: argparse.Namespace, account: object) -> str:
@@ -57,9 +58,11 @@ def cmd_grant(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("grant", help="give an account the enqueuer, worker, operator, events or viewer role")
+    p = sub.add_parser(
+        "grant", help="give an account the enqueuer, worker, operator, events, viewer or console role"
+    )
     add_dsn(p)
-    p.add_argument("role", choices=["enqueuer", "worker", "operator", "events", "viewer"])
+    p.add_argument("role", choices=list(ROLES))
     p.add_argument("account", help="user or user@host (host defaults to %%)")
     p.add_argument("--database", help="the outbox database (default: the DSN's)")
     p.add_argument("--create", action="store_true", help="create the account if it does not exist")

@@ -84,15 +84,22 @@ OPERATOR_TABLES = (
 # tables, and the two counting procedures; no change of any kind.
 VIEWER_PROCEDURES = ("email_outbox_stats", "email_outbox_queue_stats")
 
+# The web console that acts: what a viewer has, and the two actions its pages offer. Not the rest of
+# the operator's set (enqueue, the allow-list, suppression, purge): a console, or its DSN file, in the
+# wrong hands cannot send mail or change who may.
+CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome")
+CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS)
+
 ROLES: dict[str, tuple[str, ...]] = {
     "enqueuer": ENQUEUER_PROCEDURES,
     "worker": WORKER_PROCEDURES,
     "operator": OPERATOR_PROCEDURES,
     "events": EVENTS_PROCEDURES,
     "viewer": VIEWER_PROCEDURES,
+    "console": CONSOLE_PROCEDURES,
 }
 # The roles that read the tables directly.
-READER_ROLES = ("operator", "viewer")
+READER_ROLES = ("operator", "viewer", "console")
 
 # user@host as MySQL spells an account; the host part defaults to '%'.
 _ACCOUNT = re.compile(r"^'?(?P<user>[^'@]{1,80})'?(?:@'?(?P<host>[^'@]{1,255})'?)?$")

@@ -17,12 +17,13 @@ from typing import Any
 
 from email_outbox.dsn import DatabaseDsn
 from email_outbox.errors import AccessDenied, DatabaseUnavailable, NotFound, TransientDatabaseError
+from email_outbox.grants import CONSOLE_ACTIONS
 from email_outbox.models import DeliveryEvent, QueueHealth, Status
 from email_outbox.repository import OutboxRepository
 
 # An idle connection older than this is pinged before it is lent again.
 IDLE_CHECK_SECONDS = 30.0
-ACTION_PROCEDURES = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome")
+ACTION_PROCEDURES = CONSOLE_ACTIONS
 MAX_EVENTS = 1000
 MAX_ATTACHMENTS = 100
 MAX_PROVIDER_EVENTS = 200
