@@ -110,7 +110,11 @@ BEGIN
     SET v_tag_id = CAST(p_outbox_id AS UNSIGNED);
     SELECT id, to_address, provider_message_id, status INTO v_tag_row, v_tag_to, v_tag_mid, v_tag_status
       FROM email_delivery_attempts WHERE id = v_tag_id;
-    IF v_tag_row IS NOT NULL AND v_recipient_key IS NOT NULL THEN
+    -- An event naming no recipient cannot be checked against the row, so its tag is not trusted either.
+    IF v_tag_row IS NOT NULL AND v_recipient_key IS NULL THEN
+      SET v_note = CONCAT('outbox_id tag ', v_tag_id, ' on an event with no recipient: tag ignored');
+      SET v_tag_row = NULL;
+    ELSEIF v_tag_row IS NOT NULL THEN
       CALL email_internal_address_key(v_tag_to, v_row_key);
       IF v_row_key <> v_recipient_key COLLATE utf8mb4_bin THEN
         SET v_note = CONCAT('outbox_id tag ', v_tag_id, ' names an email to another address: tag ignored');

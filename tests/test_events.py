@@ -479,3 +479,70 @@ def test_the_consumers_metrics_bind_loopback_unless_told(repo: OutboxRepository)
         assert f"0100007F:{port:04X}" in listening and f"00000000:{port:04X}" not in listening
     finally:
         stop.set()
+
+
+def test_an_event_with_no_recipient_cannot_settle_or_suppress_through_the_tag(repo: OutboxRepository) -> None:
+    """The tag counts only for a row to the event's recipient; an event naming none (a forged or
+    broken record) used to skip that check and could suppress or settle any row by its id."""
+    row = unknown_row(repo, "o-norecipient", "zoe@example.com")
+    for event_type, kind in (("Bounce", "Permanent"), ("Reject", None)):
+        result = repo.record_provider_event(
+            event_type=event_type, ses_message_id=f"ses-forged-{event_type}", outbox_id=str(row),
+            recipient=None, event_at=datetime(2026, 12, 1, 10, 0, 0), kind=kind, subkind=None,
+            detail=None, recorded_by="test",
+        )  # fmt: skip
+        assert (result.outcome, result.attempt_id, result.resolved, result.suppressed) == (
+            "unmatched",
+            None,
+            None,
+            0,
+        )
+    assert repo.get_row(row).status is Status.UNKNOWN_OUTCOME
+    assert repo.suppressed_addresses() == []
+
+
+def test_the_consumer_receives_nothing_while_the_database_does_not_answer() -> None:
+    """Every receive counts toward the queue's maxReceiveCount: polling through an outage would move
+    the waiting events to the dead-letter queue unrecorded."""
+    import threading
+
+    from email_outbox.errors import DatabaseUnavailable
+    from email_outbox.events.sqs import SqsConsumer, SqsOptions
+
+    class CountingSqs:
+        receives = 0
+
+        def receive_message(self, **_: object) -> dict[str, object]:
+            self.receives += 1
+            return {"Messages": []}
+
+    def database_down() -> OutboxRepository:
+        raise DatabaseUnavailable("connection refused")
+
+    sqs = CountingSqs()
+    consumer = SqsConsumer(
+        database_down, "c", SqsOptions("https://sqs.invalid/q"), threading.Event(), client=sqs
+    )
+    for _ in range(3):
+        with pytest.raises(DatabaseUnavailable):
+            consumer.run_once()
+    assert sqs.receives == 0
+
+
+def test_a_record_with_a_lone_surrogate_is_malformed_and_its_neighbours_are_recorded(
+    repo: OutboxRepository,
+) -> None:
+    """A JSON escape such as \\ud800 makes text no database column takes: it used to fail the whole
+    batch (or crash the consumer), again on every redelivery, until its neighbours went to the DLQ."""
+    at = datetime(2026, 12, 1, 10, 0, 0)
+    row = unknown_row(repo, "o-surrogate", "una@example.com")
+    poison = json.dumps(record("Delivery", "ses-poison", "una@example.com", str(row), at)).replace(
+        "ses-poison", "ses-\\ud800"
+    )
+    good = json.dumps(record("Delivery", "ses-good", "una@example.com", str(row), at))
+    assert Ingestor(repo, CONSUMER).ingest([poison, good]) == [False, True]
+    assert repo.get_row(row).status is Status.SENT
+    # What SES sends a topic when it becomes an event destination carries no mail: nothing to record.
+    assert (
+        records_in(json.dumps({"notificationType": "AmazonSnsSubscriptionSucceeded", "message": "x"})) == []
+    )

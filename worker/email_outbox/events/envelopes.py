@@ -16,6 +16,8 @@ from typing import Any
 
 # SNS messages other than notifications: nothing to record, nothing wrong.
 SNS_CONTROL_TYPES = frozenset({"SubscriptionConfirmation", "UnsubscribeConfirmation"})
+# What SES sends a topic once it becomes an event destination: no mail, nothing to record.
+SES_CONTROL_TYPES = frozenset({"AmazonSnsSubscriptionSucceeded"})
 
 
 class MalformedMessage(ValueError):
@@ -56,7 +58,13 @@ def unwrap(document: Any, depth: int = 0) -> list[dict[str, Any]]:
             raise MalformedMessage("EventBridge event whose detail is not an object")
         return unwrap(detail, depth + 1)
     if "eventType" in document or "notificationType" in document:
+        if (document.get("eventType") or document.get("notificationType")) in SES_CONTROL_TYPES:
+            return []
         if not isinstance(document.get("mail"), dict):
             raise MalformedMessage("SES event record without a mail object")
+        try:  # a JSON escape can make a lone surrogate, which no database text column takes
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise MalformedMessage("SES event record with text that is not valid Unicode") from None
         return [document]
     raise MalformedMessage("not an SES event record, an SNS notification or an EventBridge event")

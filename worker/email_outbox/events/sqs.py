@@ -103,6 +103,10 @@ class SqsConsumer:
 
     def run_once(self) -> int:
         """One batch: receive, record, delete. Returns the number of messages received."""
+        # Receive nothing while the database does not answer: each receive counts toward the queue's
+        # maxReceiveCount, and an outage of a few visibility timeouts would move every waiting event
+        # to the dead-letter queue unrecorded.
+        self._ingestor_now().repo.server_version()
         messages = self._gather()
         if messages:
             ingestor = self._ingestor_now()
