@@ -546,3 +546,16 @@ def test_a_record_with_a_lone_surrogate_is_malformed_and_its_neighbours_are_reco
     assert (
         records_in(json.dumps({"notificationType": "AmazonSnsSubscriptionSucceeded", "message": "x"})) == []
     )
+
+
+def test_send_and_reject_of_one_message_in_one_batch_settle_as_they_would_one_by_one(
+    repo: OutboxRepository,
+) -> None:
+    """SES sends Send, then Reject (a virus found after acceptance). One by one the Send settles the
+    row as Sent, and so does the late resolver; a batch used to sort Reject first and settle Failed."""
+    at = datetime(2026, 12, 1, 10, 0, 0)
+    row = unknown_row(repo, "o-send-reject", "vic@example.com")
+    reject = record("Reject", "ses-sr", "vic@example.com", str(row), at + timedelta(seconds=1))
+    send = record("Send", "ses-sr", "vic@example.com", str(row), at)
+    assert Ingestor(repo, CONSUMER).ingest([json.dumps(reject), json.dumps(send)]) == [True, True]
+    assert repo.get_row(row).status is Status.SENT

@@ -23,6 +23,9 @@ from email_outbox.events.records import ProviderEvent, SkippedRecord, events_of
 from email_outbox.repository import OutboxRepository
 
 log = logging.getLogger("email_outbox.events")
+# The events that say SES refused the mail (email_internal_resolve_from_event: Failed); every other
+# recorded type says it accepted it.
+REFUSAL_EVENTS = frozenset({"Reject", "RenderingFailure"})
 
 DEADLOCK_RETRIES = 8
 
@@ -90,10 +93,17 @@ class Ingestor:
             if p.malformed:
                 log.warning("malformed message skipped", extra={"reason": p.malformed[:300], "index": index})
         # One order for every replica (by outbox id, then MessageId), so two batches that touch the
-        # same emails take their row locks in the same order and seldom deadlock.
+        # same emails take their row locks in the same order and seldom deadlock. Within one MessageId
+        # a refusal (Reject, RenderingFailure) goes last: SES sends Send before it, so a batch settles
+        # an UnknownOutcome row as events arriving one by one would, and as the late resolver does.
         work = sorted(
             ((i, e) for i, p in enumerate(parsed) if not p.malformed for e in p.events),
-            key=lambda item: (item[1].outbox_id or "", item[1].ses_message_id, item[1].event_type),
+            key=lambda item: (
+                item[1].outbox_id or "",
+                item[1].ses_message_id,
+                item[1].event_type in REFUSAL_EVENTS,
+                item[1].event_type,
+            ),
         )
         refused: dict[int, str] = {}
         for attempt in range(DEADLOCK_RETRIES + 1):
