@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,23 @@ def last_event(repo: OutboxRepository, attempt_id: int) -> tuple[str, str, str]:
     cursor.close()
     assert row is not None
     return row[0], row[1], row[2]  # type: ignore[return-value]
+
+
+@contextmanager
+def granted_account(server: TestServer, dsn: DatabaseDsn, role: str) -> Iterator[DatabaseDsn]:
+    """A fresh account created and given `role` by `email-outbox grant`, dropped afterwards."""
+    user, password = f"eo_{role}", f"{role}-Pass1"
+    os.environ["TEST_ROLE_ACCOUNT_PASSWORD"] = password
+    try:
+        code = main(["grant", role, f"{user}@%", "--dsn", dsn.url(), "--create",
+                     "--password-env", "TEST_ROLE_ACCOUNT_PASSWORD"])  # fmt: skip
+        assert code == 0
+        yield DatabaseDsn(user, password, dsn.host, dsn.port, dsn.database, dsn.unix_socket)
+    finally:
+        del os.environ["TEST_ROLE_ACCOUNT_PASSWORD"]
+        admin = server.admin_connection()
+        admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        admin.close()
 
 
 # --- authentication -----------------------------------------------------------------------------------
@@ -527,12 +545,7 @@ def test_a_viewer_account_gets_a_read_only_console(
     server: TestServer, dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
 ) -> None:
     attempt_id = unknown_row(repo)
-    os.environ["TEST_VIEWER_PASSWORD"] = "viewer-Pass1"
-    try:
-        code = main(["grant", "viewer", "eo_viewer@%", "--dsn", dsn.url(), "--create",
-                     "--password-env", "TEST_VIEWER_PASSWORD"])  # fmt: skip
-        assert code == 0
-        viewer = DatabaseDsn("eo_viewer", "viewer-Pass1", dsn.host, dsn.port, dsn.database, dsn.unix_socket)
+    with granted_account(server, dsn, "viewer") as viewer:
         made = make_console(viewer, tmp_path)
         try:
             assert not made.settings.can_act
@@ -559,11 +572,6 @@ def test_a_viewer_account_gets_a_read_only_console(
                 viewer_repo.requeue_unknown_outcome(attempt_id, "eve", "sneaky")
         finally:
             viewer_repo.close()
-    finally:
-        del os.environ["TEST_VIEWER_PASSWORD"]
-        admin = server.admin_connection()
-        admin.cursor().execute("DROP USER IF EXISTS 'eo_viewer'@'%'")
-        admin.close()
     assert status_of(repo, attempt_id) == "UnknownOutcome"
 
 
@@ -573,14 +581,7 @@ def test_a_console_role_account_acts_and_can_do_nothing_else_an_operator_can(
     """The console needs requeue and resolve, not the operator's enqueue, allow-list or purge: its
     account, or its DSN file, in the wrong hands cannot send mail."""
     attempt_id = unknown_row(repo)
-    os.environ["TEST_CONSOLE_PASSWORD"] = "console-Pass1"
-    try:
-        code = main(["grant", "console", "eo_console@%", "--dsn", dsn.url(), "--create",
-                     "--password-env", "TEST_CONSOLE_PASSWORD"])  # fmt: skip
-        assert code == 0
-        account = DatabaseDsn(
-            "eo_console", "console-Pass1", dsn.host, dsn.port, dsn.database, dsn.unix_socket
-        )
+    with granted_account(server, dsn, "console") as account:
         made = make_console(account, tmp_path)
         try:
             assert made.settings.can_act
@@ -603,11 +604,6 @@ def test_a_console_role_account_acts_and_can_do_nothing_else_an_operator_can(
                     attempt()
         finally:
             console_repo.close()
-    finally:
-        del os.environ["TEST_CONSOLE_PASSWORD"]
-        admin = server.admin_connection()
-        admin.cursor().execute("DROP USER IF EXISTS 'eo_console'@'%'")
-        admin.close()
     assert status_of(repo, attempt_id) == "Pending"
 
 
