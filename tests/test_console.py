@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import mysql.connector
 import pytest
 from email_outbox.cli import build_parser, main
 from email_outbox.console.auth import BasicAuth, NoAuth, TrustedHeader
@@ -320,9 +321,9 @@ def test_search_wildcards_stay_literal_on_a_server_with_no_backslash_escapes(
     (previous,) = cursor.fetchone()  # type: ignore[misc]
     try:
         cursor.execute("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')")
-    except AccessDenied:
-        pytest.skip("SKIP: the test account may not set the global sql_mode")
-    except Exception as exc:  # mysql.connector's own error for 1227
+    except (
+        mysql.connector.Error
+    ) as exc:  # 1227 on a raw cursor: the repository's translation is not in the way
         pytest.skip(f"SKIP: the test account may not set the global sql_mode ({exc})")
     made = make_console(dsn, tmp_path)  # its connections start under that mode
     try:
