@@ -3,7 +3,8 @@
 -- Idempotent on the event's identity (type, SES MessageId, recipient, event time): a redelivered or
 -- replayed event changes nothing. Arrival order does not matter.
 --  * Matching: by SES MessageId first (a row whose provider_message_id it is), else by the outbox_id
---    tag (a row with that id to that recipient). Neither: not this outbox's mail; nothing is written.
+--    tag (a row with that id addressed to that recipient: its to_address or any to, cc or bcc).
+--    Neither: not this outbox's mail; nothing is written.
 --  * Each email's latest provider state (email_delivery_status): the latest event time wins.
 --  * An UnknownOutcome row becomes Sent on evidence that SES accepted it, Failed on a Reject or
 --    RenderingFailure, audited with the evidence (email_internal_resolve_from_event).
@@ -33,10 +34,11 @@ BEGIN
   DECLARE v_order BIGINT UNSIGNED;
   DECLARE v_key BINARY(32);
   DECLARE v_recipient_key VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
-  DECLARE v_row_key VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_tag_id BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_tag_row BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_tag_to VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_tag_doc LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_tag_addressed INT DEFAULT 0;
   DECLARE v_tag_mid VARCHAR(191) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_mid_row BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_attempt BIGINT UNSIGNED DEFAULT NULL;
@@ -108,15 +110,16 @@ BEGIN
    WHERE provider_message_id = v_mid LIMIT 1;
   IF p_outbox_id REGEXP '^[0-9]{1,19}$' THEN
     SET v_tag_id = CAST(p_outbox_id AS UNSIGNED);
-    SELECT id, to_address, provider_message_id, status INTO v_tag_row, v_tag_to, v_tag_mid, v_tag_status
+    SELECT id, to_address, message_options, provider_message_id, status
+      INTO v_tag_row, v_tag_to, v_tag_doc, v_tag_mid, v_tag_status
       FROM email_delivery_attempts WHERE id = v_tag_id;
     -- An event naming no recipient cannot be checked against the row, so its tag is not trusted either.
     IF v_tag_row IS NOT NULL AND v_recipient_key IS NULL THEN
       SET v_note = CONCAT('outbox_id tag ', v_tag_id, ' on an event with no recipient: tag ignored');
       SET v_tag_row = NULL;
     ELSEIF v_tag_row IS NOT NULL THEN
-      CALL email_internal_address_key(v_tag_to, v_row_key);
-      IF v_row_key <> v_recipient_key COLLATE utf8mb4_bin THEN
+      CALL email_internal_message_has_recipient(v_tag_to, v_tag_doc, v_recipient_key, v_tag_addressed);
+      IF v_tag_addressed = 0 THEN
         SET v_note = CONCAT('outbox_id tag ', v_tag_id, ' names an email to another address: tag ignored');
         SET v_tag_row = NULL;
       END IF;

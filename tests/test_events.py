@@ -559,3 +559,51 @@ def test_send_and_reject_of_one_message_in_one_batch_settle_as_they_would_one_by
     send = record("Send", "ses-sr", "vic@example.com", str(row), at)
     assert Ingestor(repo, CONSUMER).ingest([json.dumps(reject), json.dumps(send)]) == [True, True]
     assert repo.get_row(row).status is Status.SENT
+
+
+def test_a_bounce_for_a_cc_matches_by_the_tag_and_suppresses_the_cc(repo: OutboxRepository) -> None:
+    """A whole message's cc and bcc are its recipients too: before SES's MessageId is known to the
+    outbox (an UnknownOutcome row), the outbox_id tag matched only the first to, so a bounce for a cc
+    stayed unmatched, the cc was never suppressed and the row stayed UnknownOutcome."""
+    from email_outbox import Message, enqueue_message
+
+    message = Message(
+        to=["ann@example.com"], cc=['"Lee, Carl" <Carl@Example.COM>'], bcc=["dee@example.com"],
+        subject="s", text="t",
+    )  # fmt: skip
+    attempt_id = enqueue_message(repo.connection, "o-cc-bounce", message).attempt_id
+    repo.connection.commit()
+    t = token()
+    assert repo.try_claim(attempt_id, t, "w1", 60) == 1
+    assert repo.finalize_unknown(attempt_id, t, "read timeout") == 1
+    at = datetime(2026, 12, 1, 10, 0, 0)
+    ingest(
+        repo, record("Bounce", "ses-cc-1", "Carl@example.com", str(attempt_id), at, bounce_subtype="General")
+    )
+    assert repo.get_row(attempt_id).status is Status.SENT, "a bounce proves SES accepted it"
+    assert [s.address for s in repo.suppressed_addresses()] == ["Carl@example.com"]
+    ingest(repo, record("Complaint", "ses-cc-1", "dee@example.com", str(attempt_id), at))
+    assert sorted(s.address for s in repo.suppressed_addresses()) == ["Carl@example.com", "dee@example.com"]
+    stranger = repo.record_provider_event(
+        event_type="Bounce", ses_message_id="ses-cc-2", outbox_id=str(attempt_id),
+        recipient="eve@example.com", event_at=at, kind="Permanent", subkind="General",
+        detail=None, recorded_by="test",
+    )  # fmt: skip
+    assert (stranger.outcome, stranger.suppressed) == ("unmatched", 0), (
+        "a tag still needs a recipient of the row"
+    )
+
+
+def test_a_recipient_left_out_as_suppressed_is_not_matched_by_the_tag(repo: OutboxRepository) -> None:
+    from email_outbox import Message, enqueue_message
+
+    repo.suppression_add("carl@example.com", "ops", "complained")
+    message = Message(to=["ann@example.com"], cc=["carl@example.com"], subject="s", text="t")
+    attempt_id = enqueue_message(repo.connection, "o-cc-dropped", message).attempt_id
+    repo.connection.commit()
+    result = repo.record_provider_event(
+        event_type="Bounce", ses_message_id="ses-dropped", outbox_id=str(attempt_id),
+        recipient="carl@example.com", event_at=datetime(2026, 12, 1, 10, 0, 0), kind="Permanent",
+        subkind="General", detail=None, recorded_by="test",
+    )  # fmt: skip
+    assert result.outcome == "unmatched", "SES never saw that address for this row"
