@@ -258,6 +258,27 @@ def test_overview_shows_counts_oldest_due_overdue_leases_and_sent_per_minute(
     assert client.get("/static/htmx.min.js").headers["content-type"].startswith("text/javascript")
 
 
+def test_overview_counts_stop_at_the_cap_and_say_so(
+    console: ConsoleUnderTest, client: TestClient, repo: OutboxRepository
+) -> None:
+    """A status with more rows than the cap reads "cap+": each 5-second refresh then reads at most the
+    cap's worth of index entries a status, where an uncapped count read every Sent row ever kept."""
+    console.settings.overview_count_cap = 2
+    for _ in range(3):
+        sent_row(repo)
+    unknown_row(repo)
+    page = client.get("/")
+    counts = dict(
+        re.findall(
+            r'data-status="(\w+)">\s*<span class="label">\w+</span><span class="count">([\d,+]+)', page.text
+        )
+    )
+    assert (counts["Sent"], counts["UnknownOutcome"], counts["Pending"]) == ("2+", "1", "0")
+    for _ in range(2):
+        unknown_row(repo)
+    assert re.search(r'id="unknown-count" class="warn">2\+ need an operator', client.get("/").text)
+
+
 def test_list_per_status_pages_by_keyset_newest_first_with_a_hard_limit(
     client: TestClient, repo: OutboxRepository
 ) -> None:
@@ -655,7 +676,7 @@ def test_every_response_carries_the_security_headers(client: TestClient, repo: O
 def test_no_stack_trace_reaches_the_browser(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(self: ConsoleReads) -> None:
+    def broken(self: ConsoleReads, count_cap: int) -> None:
         raise RuntimeError("secret internals at /srv/app.py line 12")
 
     monkeypatch.setattr(ConsoleReads, "overview", broken)
@@ -690,7 +711,7 @@ def test_every_console_connection_has_a_statement_time_limit(
     database.close()
     database.statement_timeout_seconds = 0.3
 
-    def runaway(self: ConsoleReads) -> Any:
+    def runaway(self: ConsoleReads, count_cap: int) -> Any:
         return self.select(
             "SELECT COUNT(*) AS n FROM information_schema.COLUMNS a, information_schema.COLUMNS b,"
             " information_schema.COLUMNS c"

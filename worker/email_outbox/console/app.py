@@ -40,6 +40,8 @@ class ConsoleSettings:
     # it must be set: a page whose DNS name is rebound to 127.0.0.1 is otherwise "same-origin".
     allowed_hosts: frozenset[str] | None = None
     page_size: int = 50
+    # The overview counts each status up to this many rows and shows "N+" beyond.
+    overview_count_cap: int = 100_000
     # The most rows one bulk action may touch.
     bulk_cap: int = 500
     csrf: CsrfTokens = field(default_factory=CsrfTokens)

@@ -119,7 +119,7 @@ def _chart(overview: Overview) -> dict[str, Any]:
 
 async def overview(request: Request) -> Response:
     try:
-        data = await with_db(request, lambda r: r.overview())
+        data = await with_db(request, lambda r: r.overview(request.app.state.settings.overview_count_cap))
     except OutboxError as exc:
         return problem(request, exc)
     return render(request, "overview.html", o=data, chart=_chart(data))
@@ -127,7 +127,7 @@ async def overview(request: Request) -> Response:
 
 async def overview_fragment(request: Request) -> Response:
     try:
-        data = await with_db(request, lambda r: r.overview())
+        data = await with_db(request, lambda r: r.overview(request.app.state.settings.overview_count_cap))
     except OutboxError as exc:
         return problem(request, exc)
     return render(request, "_overview.html", o=data, chart=_chart(data))
