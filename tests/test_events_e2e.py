@@ -312,3 +312,50 @@ def test_sigterm_finishes_the_batch_in_hand_and_exits_0(
     # none recorded and left behind (the visibility timeout is long, so nothing came back meanwhile).
     assert aws.waiting(aws.queue_url) == 300 - done, consumer.log()[-2000:]
     assert done < 300, "the consumer stopped before the backlog was done"
+
+
+def test_a_batch_held_up_past_its_visibility_timeout_is_not_received_again(
+    aws: Aws, dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
+    """A lock wait longer than the visibility timeout: the consumer keeps pushing the timeout forward,
+    so no other replica receives the batch meanwhile (each receive counts toward maxReceiveCount, and
+    a few such rounds would send it to the dead-letter queue unrecorded)."""
+    import threading
+
+    import mysql.connector
+    from email_outbox.events.sqs import SqsConsumer, SqsOptions
+
+    attempt_id = repo.enqueue("o-held", "held@example.com", "s", text_body="t").attempt_id
+    assert repo.try_claim(attempt_id, "tok-held", "w1", 60) == 1
+    assert repo.finalize_unknown(attempt_id, "tok-held", "read timeout") == 1
+    sent_at = datetime(2026, 12, 1, 10, 0, 0)
+    aws.sqs.send_message(
+        QueueUrl=aws.queue_url,
+        MessageBody=json.dumps(record("Send", "ses-held", "held@example.com", str(attempt_id), sent_at)),
+    )
+    locker = mysql.connector.connect(**dsn.connect_args(), autocommit=False)
+    cursor = locker.cursor()
+    cursor.execute("SELECT id FROM email_delivery_attempts WHERE id = %s FOR UPDATE", (attempt_id,))
+    cursor.fetchall()
+    consumer = SqsConsumer(
+        lambda: OutboxRepository.open(dsn), "held", SqsOptions(aws.queue_url, wait_seconds=1, visibility_timeout=2),
+        threading.Event(), client=aws.sqs,
+    )  # fmt: skip
+    worker = threading.Thread(target=consumer.run_once)
+    worker.start()
+    try:
+        wait_until(lambda: aws.waiting(aws.queue_url) == 1 and not aws.sqs.receive_message(
+            QueueUrl=aws.queue_url, WaitTimeSeconds=0).get("Messages"), 10, "the consumer to hold the message")  # fmt: skip
+        # Three visibility timeouts while the row lock holds the batch up.
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            seen = aws.sqs.receive_message(QueueUrl=aws.queue_url, WaitTimeSeconds=1, VisibilityTimeout=30)
+            assert not seen.get("Messages"), "the held batch was received by another replica"
+        assert worker.is_alive(), "the batch is still waiting for the lock"
+    finally:
+        locker.rollback()
+        locker.close()
+        worker.join(timeout=30)
+        consumer.close()
+    assert repo.get_row(attempt_id).status is Status.SENT
+    assert aws.waiting(aws.queue_url) == 0, "recorded, then deleted"

@@ -45,6 +45,47 @@ def make_client() -> Any:
     return boto3.session.Session().client("sqs", region_name=aws_region(), config=config)
 
 
+class VisibilityKeeper:
+    """While a batch is being recorded, pushes its messages' visibility timeout forward every third of
+    it. Each receive counts toward the queue's maxReceiveCount: a batch held up past its timeout (a long
+    lock wait) would come back to another replica, be received again, and after a few rounds go to the
+    dead-letter queue unrecorded. A failed extension only lets a message come back as a duplicate."""
+
+    def __init__(self, client: Any, queue_url: str, messages: list[dict[str, Any]], timeout: int) -> None:
+        self._client = client
+        self._queue_url = queue_url
+        self._handles = [m["ReceiptHandle"] for m in messages]
+        self._timeout = timeout
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sqs-visibility", daemon=True)
+
+    def __enter__(self) -> VisibilityKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._done.wait(max(1.0, self._timeout / 3)):
+            for start in range(0, len(self._handles), 10):
+                chunk = self._handles[start : start + 10]
+                try:
+                    response = self._client.change_message_visibility_batch(
+                        QueueUrl=self._queue_url,
+                        Entries=[
+                            {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": self._timeout}
+                            for i, h in enumerate(chunk)
+                        ],
+                    )
+                    failed = response.get("Failed", [])
+                except (BotoCoreError, ClientError) as exc:
+                    failed = [{"Code": type(exc).__name__}]
+                if failed:
+                    log.warning("visibility not extended", extra={"code": failed[0].get("Code")})
+
+
 class SqsConsumer:
     def __init__(
         self,
@@ -110,7 +151,10 @@ class SqsConsumer:
         messages = self._gather()
         if messages:
             ingestor = self._ingestor_now()
-            done = ingestor.ingest([m.get("Body", "") for m in messages])
+            with VisibilityKeeper(
+                self.client, self.options.queue_url, messages, self.options.visibility_timeout
+            ):
+                done = ingestor.ingest([m.get("Body", "") for m in messages])
             failpoints.hit("events_before_delete")
             deletable = [
                 m for m, ok in zip(messages, done, strict=True) if ok or self.options.delete_malformed
