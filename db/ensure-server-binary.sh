@@ -6,7 +6,8 @@
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
 # The Java example of docs/procedures.md (tests/test_other_languages.py) needs MariaDB Connector/J and
-# JSON-P (the JDK has no JSON library): libmariadb-java and libjsonp-java, installed where apt-get can.
+# JSON-P (the JDK has no JSON library): libmariadb-java and libjsonp-java, installed where apt-get can;
+# the Go and PHP examples, Debian's golang-go and php-cli with their MySQL drivers.
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 have_server() { command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1; }
@@ -61,6 +62,22 @@ ensure_java_parts() {
     || echo "could not install libmariadb-java and libjsonp-java: the Java example test will be skipped" >&2
 }
 ensure_java_parts
+# The Go and PHP examples of docs/procedures.md run in the same test, with Debian's toolchains and
+# drivers: Go builds against golang-github-go-sql-driver-mysql-dev's source when the Go module proxy is
+# out of reach, so nothing is fetched from outside the package registries.
+ensure_go_and_php() {
+  command -v go >/dev/null 2>&1 && [ -e /usr/share/gocode/src/github.com/go-sql-driver/mysql/go.mod ] \
+    && command -v php >/dev/null 2>&1 && php -m 2>/dev/null | grep -qx pdo_mysql && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no apt-get: the Go and PHP example tests will be skipped" >&2
+    return 0
+  fi
+  echo "installing golang-go, the Go MySQL driver, php-cli and php-mysql for the examples of docs/procedures.md"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      --no-install-recommends golang-go golang-github-go-sql-driver-mysql-dev php-cli php-mysql >/dev/null; } \
+    || echo "could not install Go and PHP: their example tests will be skipped" >&2
+}
+ensure_go_and_php
 if have_server && have_client; then
   if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
     echo "installing galera-4, mariadb-backup and socat for the cluster tests"
