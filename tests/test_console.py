@@ -186,18 +186,24 @@ def test_the_console_refuses_to_start_without_authentication_or_open_beyond_loop
     assert "choose one" in capsys.readouterr().err
 
 
-def test_basic_authentication_beyond_loopback_is_warned_about(
+def test_basic_authentication_beyond_loopback_needs_a_tls_proxy_or_an_explicit_flag(
     dsn: DatabaseDsn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """HTTP Basic sends the password with every request: beyond loopback the console starts only behind
+    a TLS proxy (an https --public-origin) or when told in so many words that passwords go in clear."""
     users = tmp_path / "users"
     add_user(users, USER, PASSWORD)
-    for listen, warned in (("127.0.0.1:8025", False), ("0.0.0.0:8025", True)):
-        args = build_parser().parse_args(
-            ["console", "--dsn", dsn.url(), "--users-file", str(users), "--listen", listen]
-        )
-        settings, _, _ = build_settings(args)
+    base = ["console", "--dsn", dsn.url(), "--users-file", str(users)]
+    assert main([*base, "--listen", "0.0.0.0:8025"]) == 2
+    assert "would send each password in clear" in capsys.readouterr().err
+    assert main([*base, "--listen", "0.0.0.0:8025", "--public-origin", "http://outbox.example.com"]) == 2
+    for extra in (
+        ["--listen", "127.0.0.1:8025"],
+        ["--listen", "0.0.0.0:8025", "--public-origin", "https://outbox.example.com"],
+        ["--listen", "0.0.0.0:8025", "--insecure-plain-http"],
+    ):
+        settings, _, _ = build_settings(build_parser().parse_args([*base, *extra]))
         settings.database.close()  # type: ignore[attr-defined]
-        assert ("sends each password in clear" in capsys.readouterr().err) is warned, listen
 
 
 def test_a_trusted_user_header_counts_only_from_the_trusted_proxy(dsn: DatabaseDsn, tmp_path: Path) -> None:

@@ -54,11 +54,11 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
         users = UsersFile.load(args.users_file)
         if world_readable(users.path):
             print(f"warning: {users.path} can be read by other users: chmod 600 it", file=sys.stderr)
-        if not is_loopback(host):
-            print(
-                f"warning: listening on {host}, where HTTP Basic sends each password in clear: serve the"
-                " console to others only through a TLS proxy (docs/operations.md, The web console)",
-                file=sys.stderr,
+        behind_tls = any(o.lower().startswith("https://") for o in args.public_origin or ())
+        if not is_loopback(host) and not behind_tls and not args.insecure_plain_http:
+            raise ConfigError(
+                f"HTTP Basic on {host} would send each password in clear: serve the console through a TLS"
+                " proxy and name its address with --public-origin https://..., or pass --insecure-plain-http"
             )
         authenticator = BasicAuth(users)
     elif args.trusted_user_header:
@@ -160,6 +160,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--insecure-no-auth",
         action="store_true",
         help="no authentication; refused unless --listen is loopback",
+    )
+    p.add_argument(
+        "--insecure-plain-http",
+        action="store_true",
+        help="allow HTTP Basic beyond loopback with no https --public-origin (passwords in clear)",
     )
     p.add_argument(
         "--read-only", action="store_true", help="no requeue or resolve, whatever the account may do"
