@@ -3,8 +3,9 @@
 -- Idempotent on the event's identity (type, SES MessageId, recipient, event time): a redelivered or
 -- replayed event changes nothing. Arrival order does not matter.
 --  * Matching: by SES MessageId first (a row whose provider_message_id it is), else by the outbox_id
---    tag (a row with that id addressed to that recipient: its to_address or any to, cc or bcc).
---    Neither: not this outbox's mail; nothing is written.
+--    tag (a row with that id to that recipient). A tag naming a row that has no MessageId yet and
+--    was sent to the recipient as a cc or bcc records the event (and suppresses) but never settles
+--    the row (evidence = 0). Neither: not this outbox's mail; nothing is written.
 --  * Each email's latest provider state (email_delivery_status): the latest event time wins.
 --  * An UnknownOutcome row becomes Sent on evidence that SES accepted it, Failed on a Reject or
 --    RenderingFailure, audited with the evidence (email_internal_resolve_from_event).
@@ -38,7 +39,8 @@ BEGIN
   DECLARE v_tag_row BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_tag_to VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_tag_doc LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;
-  DECLARE v_tag_addressed INT DEFAULT 0;
+  DECLARE v_row_key VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_tag_copy INT DEFAULT 0;
   DECLARE v_tag_mid VARCHAR(191) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_mid_row BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_attempt BIGINT UNSIGNED DEFAULT NULL;
@@ -110,16 +112,23 @@ BEGIN
    WHERE provider_message_id = v_mid LIMIT 1;
   IF p_outbox_id REGEXP '^[0-9]{1,19}$' THEN
     SET v_tag_id = CAST(p_outbox_id AS UNSIGNED);
-    SELECT id, to_address, message_options, provider_message_id, status
-      INTO v_tag_row, v_tag_to, v_tag_doc, v_tag_mid, v_tag_status
+    SELECT id, to_address, provider_message_id, status INTO v_tag_row, v_tag_to, v_tag_mid, v_tag_status
       FROM email_delivery_attempts WHERE id = v_tag_id;
     -- An event naming no recipient cannot be checked against the row, so its tag is not trusted either.
     IF v_tag_row IS NOT NULL AND v_recipient_key IS NULL THEN
       SET v_note = CONCAT('outbox_id tag ', v_tag_id, ' on an event with no recipient: tag ignored');
       SET v_tag_row = NULL;
     ELSEIF v_tag_row IS NOT NULL THEN
-      CALL email_internal_message_has_recipient(v_tag_to, v_tag_doc, v_recipient_key, v_tag_addressed);
-      IF v_tag_addressed = 0 THEN
+      CALL email_internal_address_key(v_tag_to, v_row_key);
+      -- A cc or bcc of a whole message counts only for a row with no MessageId yet, and only as a
+      -- record (history, provider state, suppression), never as evidence that settles the row: an
+      -- archive address another outbox sharing the SES account also copies would otherwise match
+      -- every row with its id.
+      IF v_row_key <> v_recipient_key COLLATE utf8mb4_bin AND v_tag_mid IS NULL AND v_mid_row IS NULL THEN
+        SELECT message_options INTO v_tag_doc FROM email_delivery_attempts WHERE id = v_tag_row;
+        CALL email_internal_message_has_recipient(v_tag_doc, v_recipient_key, v_tag_copy);
+      END IF;
+      IF v_row_key <> v_recipient_key COLLATE utf8mb4_bin AND v_tag_copy = 0 THEN
         SET v_note = CONCAT('outbox_id tag ', v_tag_id, ' names an email to another address: tag ignored');
         SET v_tag_row = NULL;
       END IF;
@@ -137,7 +146,9 @@ BEGIN
     END IF;
   ELSEIF v_tag_row IS NOT NULL THEN
     SET v_attempt = v_tag_row, v_status = v_tag_status;
-    IF v_tag_mid IS NULL THEN
+    IF v_tag_copy = 1 THEN
+      SET v_note = 'matched by outbox_id tag through a cc or bcc recipient; the MessageId was not yet known to the outbox: recorded, no evidence for the row';
+    ELSEIF v_tag_mid IS NULL THEN
       SET v_note = 'matched by outbox_id tag; the MessageId was not yet known to the outbox';
     ELSE
       SET v_note = CONCAT('matched by outbox_id tag, but the email''s own MessageId is ', v_tag_mid,
@@ -152,10 +163,10 @@ BEGIN
     CALL email_internal_begin(v_own);
     INSERT INTO email_provider_events
       (event_key, attempt_id, event_type, ses_message_id, recipient, event_at, kind, subkind, detail,
-       match_note, recorded_at, recorded_by)
+       match_note, evidence, recorded_at, recorded_by)
     VALUES
       (v_key, v_attempt, v_type, p_ses_message_id, p_recipient, p_event_at, p_kind, p_subkind,
-       LEFT(p_detail, 2000), v_note, v_now, p_recorded_by);
+       LEFT(p_detail, 2000), v_note, 1 - v_tag_copy, v_now, p_recorded_by);
     IF v_duplicate = 1 THEN
       CALL email_internal_end(v_own);
       SELECT 0 AS affected, v_attempt AS attempt_id, 'duplicate' AS outcome, NULL AS resolved, 0 AS suppressed;
@@ -183,7 +194,7 @@ BEGIN
         state_order = GREATEST(state_order, v_order);
       -- Only an UnknownOutcome row can be settled (the update is guarded by status anyway). A row that
       -- became UnknownOutcome after this read is settled by email_resolve_unknown_from_evidence.
-      IF v_status = 'UnknownOutcome' THEN
+      IF v_status = 'UnknownOutcome' AND v_tag_copy = 0 THEN
         CALL email_internal_resolve_from_event(v_attempt, v_now, v_type, p_ses_message_id, p_event_at, v_note,
                                                p_recorded_by, v_resolved);
       END IF;

@@ -39,7 +39,7 @@ BEGIN
       FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_lease)
      WHERE a.status = 'UnknownOutcome'
        AND a.id > v_last
-       AND EXISTS (SELECT 1 FROM email_provider_events e WHERE e.attempt_id = a.id)
+       AND EXISTS (SELECT 1 FROM email_provider_events e WHERE e.attempt_id = a.id AND e.evidence = 1)
      ORDER BY a.id
      LIMIT 1;
     IF v_id IS NULL OR v_seen >= p_limit THEN
@@ -48,7 +48,7 @@ BEGIN
     SET v_last = v_id, v_seen = v_seen + 1;
     SELECT event_type, ses_message_id, event_at, match_note INTO v_type, v_mid, v_at, v_note
       FROM email_provider_events
-     WHERE attempt_id = v_id
+     WHERE attempt_id = v_id AND evidence = 1
      ORDER BY event_type IN ('Reject', 'RenderingFailure'), event_at, id
      LIMIT 1;
     CALL email_internal_begin(v_own);

@@ -197,6 +197,8 @@ def test_basic_authentication_beyond_loopback_needs_a_tls_proxy_or_an_explicit_f
     assert main([*base, "--listen", "0.0.0.0:8025"]) == 2
     assert "would send each password in clear" in capsys.readouterr().err
     assert main([*base, "--listen", "0.0.0.0:8025", "--public-origin", "http://outbox.example.com"]) == 2
+    assert main([*base, "--listen", "0.0.0.0:8025", "--public-origin", "https://a.example.com",
+                 "--public-origin", "http://b.example.com"]) == 2, "every origin must be https"  # fmt: skip
     for extra in (
         ["--listen", "127.0.0.1:8025"],
         ["--listen", "0.0.0.0:8025", "--public-origin", "https://outbox.example.com"],

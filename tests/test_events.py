@@ -561,10 +561,13 @@ def test_send_and_reject_of_one_message_in_one_batch_settle_as_they_would_one_by
     assert repo.get_row(row).status is Status.SENT
 
 
-def test_a_bounce_for_a_cc_matches_by_the_tag_and_suppresses_the_cc(repo: OutboxRepository) -> None:
+def test_a_bounce_for_a_cc_is_recorded_by_the_tag_and_suppresses_the_cc_but_settles_nothing(
+    repo: OutboxRepository,
+) -> None:
     """A whole message's cc and bcc are its recipients too: before SES's MessageId is known to the
     outbox (an UnknownOutcome row), the outbox_id tag matched only the first to, so a bounce for a cc
-    stayed unmatched, the cc was never suppressed and the row stayed UnknownOutcome."""
+    stayed unmatched and the cc was never suppressed. A cc match is a record, not evidence: an archive
+    address that another outbox sharing the SES account also copies must not settle this row."""
     from email_outbox import Message, enqueue_message
 
     message = Message(
@@ -575,15 +578,20 @@ def test_a_bounce_for_a_cc_matches_by_the_tag_and_suppresses_the_cc(repo: Outbox
     repo.connection.commit()
     t = token()
     assert repo.try_claim(attempt_id, t, "w1", 60) == 1
-    assert repo.finalize_unknown(attempt_id, t, "read timeout") == 1
     at = datetime(2026, 12, 1, 10, 0, 0)
-    ingest(
-        repo, record("Bounce", "ses-cc-1", "Carl@example.com", str(attempt_id), at, bounce_subtype="General")
-    )
-    assert repo.get_row(attempt_id).status is Status.SENT, "a bounce proves SES accepted it"
-    assert [s.address for s in repo.suppressed_addresses()] == ["Carl@example.com"]
+    # Recorded while the row is still Processing, so the late resolver sees it too.
+    bounce = record("Bounce", "ses-cc-1", "Carl@example.com", str(attempt_id), at, bounce_subtype="General")
+    ingest(repo, bounce)
+    assert repo.finalize_unknown(attempt_id, t, "read timeout") == 1
     ingest(repo, record("Complaint", "ses-cc-1", "dee@example.com", str(attempt_id), at))
     assert sorted(s.address for s in repo.suppressed_addresses()) == ["Carl@example.com", "dee@example.com"]
+    assert (
+        scalar(repo, "SELECT COUNT(*) FROM email_provider_events WHERE attempt_id = %s", (attempt_id,)) == 2
+    )
+    assert repo.resolve_unknown_from_evidence(100, "test") == 0
+    assert repo.get_row(attempt_id).status is Status.UNKNOWN_OUTCOME, "a cc's event is no evidence"
+    ingest(repo, record("Delivery", "ses-cc-1", "ann@example.com", str(attempt_id), at))
+    assert repo.get_row(attempt_id).status is Status.SENT, "the to's event is"
     stranger = repo.record_provider_event(
         event_type="Bounce", ses_message_id="ses-cc-2", outbox_id=str(attempt_id),
         recipient="eve@example.com", event_at=at, kind="Permanent", subkind="General",
@@ -592,6 +600,25 @@ def test_a_bounce_for_a_cc_matches_by_the_tag_and_suppresses_the_cc(repo: Outbox
     assert (stranger.outcome, stranger.suppressed) == ("unmatched", 0), (
         "a tag still needs a recipient of the row"
     )
+
+
+def test_a_cc_tag_does_not_match_a_row_with_a_messageid_of_its_own(repo: OutboxRepository) -> None:
+    """Two outboxes sharing an SES account both copy archive@: the other's row with this id, sent under
+    another MessageId, must not be recorded against this row."""
+    from email_outbox import Message, enqueue_message
+
+    message = Message(to=["ann@example.com"], bcc=["archive@example.com"], subject="s", text="t")
+    attempt_id = enqueue_message(repo.connection, "o-archive", message).attempt_id
+    repo.connection.commit()
+    t = token()
+    assert repo.try_claim(attempt_id, t, "w1", 60) == 1
+    assert repo.finalize_sent(attempt_id, t, "ses-ours") == 1
+    result = repo.record_provider_event(
+        event_type="Bounce", ses_message_id="ses-theirs", outbox_id=str(attempt_id),
+        recipient="archive@example.com", event_at=datetime(2026, 12, 1, 10, 0, 0), kind="Permanent",
+        subkind="General", detail=None, recorded_by="test",
+    )  # fmt: skip
+    assert result.outcome == "unmatched"
 
 
 def test_a_recipient_left_out_as_suppressed_is_not_matched_by_the_tag(repo: OutboxRepository) -> None:
@@ -607,3 +634,11 @@ def test_a_recipient_left_out_as_suppressed_is_not_matched_by_the_tag(repo: Outb
         subkind="General", detail=None, recorded_by="test",
     )  # fmt: skip
     assert result.outcome == "unmatched", "SES never saw that address for this row"
+
+
+def test_the_consumer_refuses_a_visibility_timeout_it_could_not_keep_extended(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for bad in ("0", "-5", "43201"):
+        assert main(["events", "--sqs-queue-url", "https://sqs.invalid/q", "--visibility-timeout", bad]) == 2
+        assert "--visibility-timeout must be 1 to 43200 seconds" in capsys.readouterr().err

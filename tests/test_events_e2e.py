@@ -62,6 +62,13 @@ class Aws:
         )
 
 
+def in_flight(aws: Aws, queue_url: str) -> int:
+    attributes = aws.sqs.get_queue_attributes(
+        QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
 @pytest.fixture(scope="module")
 def moto_server() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
@@ -338,16 +345,17 @@ def test_a_batch_held_up_past_its_visibility_timeout_is_not_received_again(
     cursor.execute("SELECT id FROM email_delivery_attempts WHERE id = %s FOR UPDATE", (attempt_id,))
     cursor.fetchall()
     consumer = SqsConsumer(
-        lambda: OutboxRepository.open(dsn), "held", SqsOptions(aws.queue_url, wait_seconds=1, visibility_timeout=2),
+        lambda: OutboxRepository.open(dsn), "held", SqsOptions(aws.queue_url, wait_seconds=1, visibility_timeout=3),
         threading.Event(), client=aws.sqs,
     )  # fmt: skip
     worker = threading.Thread(target=consumer.run_once)
     worker.start()
     try:
-        wait_until(lambda: aws.waiting(aws.queue_url) == 1 and not aws.sqs.receive_message(
-            QueueUrl=aws.queue_url, WaitTimeSeconds=0).get("Messages"), 10, "the consumer to hold the message")  # fmt: skip
+        # Received by the consumer (in flight, not visible), with no receive of the test's own: that
+        # would hide the message from the consumer instead.
+        wait_until(lambda: in_flight(aws, aws.queue_url) == 1, 10, "the consumer to receive the message")
         # Three visibility timeouts while the row lock holds the batch up.
-        deadline = time.monotonic() + 6
+        deadline = time.monotonic() + 9
         while time.monotonic() < deadline:
             seen = aws.sqs.receive_message(QueueUrl=aws.queue_url, WaitTimeSeconds=1, VisibilityTimeout=30)
             assert not seen.get("Messages"), "the held batch was received by another replica"

@@ -54,7 +54,8 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
         users = UsersFile.load(args.users_file)
         if world_readable(users.path):
             print(f"warning: {users.path} can be read by other users: chmod 600 it", file=sys.stderr)
-        behind_tls = any(o.lower().startswith("https://") for o in args.public_origin or ())
+        origins = args.public_origin or ()
+        behind_tls = bool(origins) and all(o.lower().startswith("https://") for o in origins)
         if not is_loopback(host) and not behind_tls and not args.insecure_plain_http:
             raise ConfigError(
                 f"HTTP Basic on {host} would send each password in clear: serve the console through a TLS"

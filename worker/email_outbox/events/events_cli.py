@@ -36,6 +36,11 @@ def cmd_events(args: argparse.Namespace) -> int:
         raise InvalidInput("--batch-size must be 1 to 1000")
     if not 0 <= args.wait_seconds <= 20:
         raise InvalidInput("--wait-seconds must be 0 to 20 (SQS's long-poll limit)")
+    if not 1 <= args.visibility_timeout <= 43200:
+        raise InvalidInput(
+            "--visibility-timeout must be 1 to 43200 seconds (it is extended every third of it while a"
+            " batch is recorded; SQS's limit is 12 hours)"
+        )
     if args.sqs_queue_url is not None:
         # The long-running service logs in the worker's format; a one-shot --from-file run keeps
         # Python's own handling (warnings to the stderr of the moment).
@@ -110,7 +115,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--batch-size", type=int, default=100, help="messages per database transaction")
     p.add_argument("--wait-seconds", type=int, default=20, help="SQS long-poll wait, 0 to 20")
     p.add_argument(
-        "--visibility-timeout", type=int, default=120, help="seconds a received message stays hidden"
+        "--visibility-timeout",
+        type=int,
+        default=120,
+        help="seconds a received message stays hidden, 1 to 43200 (extended while its batch is recorded)",
     )
     p.add_argument(
         "--delete-malformed",

@@ -65,25 +65,31 @@ class VisibilityKeeper:
 
     def __exit__(self, *_: object) -> None:
         self._done.set()
-        self._thread.join()
+        # A call to SQS in flight (retried by botocore while SQS is slow) must not hold up the delete
+        # of a recorded batch or a SIGTERM: the thread is a daemon, and its extension is only a help.
+        self._thread.join(timeout=1.0)
 
     def _run(self) -> None:
-        while not self._done.wait(max(1.0, self._timeout / 3)):
+        while not self._done.wait(self._timeout / 3):
             for start in range(0, len(self._handles), 10):
-                chunk = self._handles[start : start + 10]
-                try:
-                    response = self._client.change_message_visibility_batch(
-                        QueueUrl=self._queue_url,
-                        Entries=[
-                            {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": self._timeout}
-                            for i, h in enumerate(chunk)
-                        ],
-                    )
-                    failed = response.get("Failed", [])
-                except (BotoCoreError, ClientError) as exc:
-                    failed = [{"Code": type(exc).__name__}]
-                if failed:
-                    log.warning("visibility not extended", extra={"code": failed[0].get("Code")})
+                if self._done.is_set():
+                    return
+                self._extend(self._handles[start : start + 10])
+
+    def _extend(self, handles: list[str]) -> None:
+        try:
+            response = self._client.change_message_visibility_batch(
+                QueueUrl=self._queue_url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": self._timeout}
+                    for i, h in enumerate(handles)
+                ],
+            )
+            failed = response.get("Failed", [])
+        except Exception as exc:  # whatever it is, the batch goes on; it is logged
+            failed = [{"Code": type(exc).__name__}]
+        if failed:
+            log.warning("visibility not extended", extra={"code": failed[0].get("Code")})
 
 
 class SqsConsumer:
