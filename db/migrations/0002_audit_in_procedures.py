@@ -17,7 +17,7 @@ Idempotent: a migrator killed mid-way runs it again.
 
 from typing import Any
 
-from email_outbox.migrate import OLD_TRIGGERS
+from email_outbox.migrate import OLD_TRIGGERS, add_column_if_missing
 from yoyo import step
 
 __depends__ = {"0001_schema"}
@@ -41,17 +41,8 @@ def _drop_old_triggers(conn: Any) -> None:
 
 
 def _add_db_account(conn: Any) -> None:
-    cursor = conn.cursor()
-    cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = 'email_delivery_events' AND COLUMN_NAME = 'db_account'"
-    )
-    if cursor.fetchone()[0] == 0:
-        # SESSION_USER() as the server reports it: user@client-host, never the definer.
-        cursor.execute(
-            "ALTER TABLE email_delivery_events ADD COLUMN db_account VARCHAR(300) NULL AFTER actor"
-        )
-    cursor.close()
+    # SESSION_USER() as the server reports it: user@client-host, never the definer.
+    add_column_if_missing(conn, "email_delivery_events", "db_account", "VARCHAR(300) NULL AFTER actor")
 
 
 steps = [step(_drop_old_triggers), step(_add_db_account)]

@@ -9,6 +9,7 @@ and MariaDB 10.3+, whatever the table's size.
 
 from typing import Any
 
+from email_outbox.migrate import add_column_if_missing
 from yoyo import step
 
 __depends__ = {"0001_schema", "0002_audit_in_procedures", "0003_security"}
@@ -26,15 +27,8 @@ COLUMNS = {
 
 
 def add_columns(conn: Any) -> None:
-    cursor = conn.cursor()
     for name, definition in COLUMNS.items():
-        cursor.execute(
-            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-            " AND TABLE_NAME = 'email_delivery_attempts' AND COLUMN_NAME = %s",
-            (name,),
-        )
-        if not cursor.fetchone()[0]:
-            cursor.execute(f"ALTER TABLE email_delivery_attempts ADD COLUMN {name} {definition}")
+        add_column_if_missing(conn, "email_delivery_attempts", name, definition)
 
 
 steps = [

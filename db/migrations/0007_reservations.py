@@ -12,6 +12,7 @@ instant ALTER on MySQL 8 and MariaDB 10.3+. Idempotent (MySQL 8 has no ADD COLUM
 
 from typing import Any
 
+from email_outbox.migrate import add_column_if_missing
 from yoyo import step
 
 __depends__ = {"0001_schema", "0005_messages"}
@@ -20,13 +21,7 @@ __transactional__ = False
 
 
 def add_column(conn: Any) -> None:
-    cursor = conn.cursor()
-    cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = 'email_delivery_attempts' AND COLUMN_NAME = 'reserved_at'"
-    )
-    if not cursor.fetchone()[0]:
-        cursor.execute("ALTER TABLE email_delivery_attempts ADD COLUMN reserved_at DATETIME(6) NULL")
+    add_column_if_missing(conn, "email_delivery_attempts", "reserved_at", "DATETIME(6) NULL")
 
 
 steps = [step(add_column)]

@@ -12,6 +12,7 @@ The column is trailing with a default: an instant ALTER on MySQL 8 and MariaDB 1
 
 from typing import Any
 
+from email_outbox.migrate import add_column_if_missing
 from yoyo import step
 
 __depends__ = {"0004_provider_events", "0007_reservations"}
@@ -20,13 +21,7 @@ __transactional__ = False
 
 
 def add_column(conn: Any) -> None:
-    cursor = conn.cursor()
-    cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = 'email_provider_events' AND COLUMN_NAME = 'evidence'"
-    )
-    if not cursor.fetchone()[0]:
-        cursor.execute("ALTER TABLE email_provider_events ADD COLUMN evidence TINYINT NOT NULL DEFAULT 1")
+    add_column_if_missing(conn, "email_provider_events", "evidence", "TINYINT NOT NULL DEFAULT 1")
 
 
 steps = [step(add_column)]

@@ -20,6 +20,19 @@ from email_outbox.paths import migrations_dir
 from email_outbox.routines import DriftReport, check_drift
 
 
+def add_column_if_missing(conn: Any, table: str, column: str, definition: str) -> None:
+    """A migration step's ADD COLUMN that can run again (MySQL 8 has no ADD COLUMN IF NOT EXISTS)."""
+    cursor = conn.cursor()
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+        " AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+        (table, column),
+    )
+    if not cursor.fetchone()[0]:
+        cursor.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+    cursor.close()
+
+
 @dataclass
 class MigrateReport:
     applied: list[str] = field(default_factory=list)
