@@ -621,6 +621,25 @@ def test_a_cc_tag_does_not_match_a_row_with_a_messageid_of_its_own(repo: OutboxR
     assert result.outcome == "unmatched"
 
 
+def test_a_cc_tag_does_not_match_a_row_that_was_never_sent(repo: OutboxRepository) -> None:
+    """Every recipient suppressed at enqueue: the row failed unsent, with its document unchanged, so
+    an event naming one of its cc addresses is not about it."""
+    from email_outbox import Message, enqueue_message
+
+    for address in ("ann@example.com", "carl@example.com"):
+        repo.suppression_add(address, "ops", "hard bounce")
+    message = Message(to=["ann@example.com"], cc=["carl@example.com"], subject="s", text="t")
+    attempt_id = enqueue_message(repo.connection, "o-never-sent", message).attempt_id
+    repo.connection.commit()
+    assert repo.get_row(attempt_id).status is Status.FAILED
+    result = repo.record_provider_event(
+        event_type="Delivery", ses_message_id="ses-never", outbox_id=str(attempt_id),
+        recipient="carl@example.com", event_at=datetime(2026, 12, 1, 10, 0, 0), kind=None,
+        subkind=None, detail=None, recorded_by="test",
+    )  # fmt: skip
+    assert result.outcome == "unmatched"
+
+
 def test_a_recipient_left_out_as_suppressed_is_not_matched_by_the_tag(repo: OutboxRepository) -> None:
     from email_outbox import Message, enqueue_message
 
@@ -628,6 +647,9 @@ def test_a_recipient_left_out_as_suppressed_is_not_matched_by_the_tag(repo: Outb
     message = Message(to=["ann@example.com"], cc=["carl@example.com"], subject="s", text="t")
     attempt_id = enqueue_message(repo.connection, "o-cc-dropped", message).attempt_id
     repo.connection.commit()
+    t = token()
+    assert repo.try_claim(attempt_id, t, "w1", 60) == 1
+    assert repo.finalize_unknown(attempt_id, t, "read timeout") == 1
     result = repo.record_provider_event(
         event_type="Bounce", ses_message_id="ses-dropped", outbox_id=str(attempt_id),
         recipient="carl@example.com", event_at=datetime(2026, 12, 1, 10, 0, 0), kind="Permanent",
