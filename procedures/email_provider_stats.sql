@@ -41,5 +41,6 @@ BEGIN
          (SELECT COUNT(*) FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_lease)
            WHERE a.status = 'UnknownOutcome'
              AND a.updated_at <= v_now - INTERVAL p_evidence_wait_seconds SECOND
-             AND NOT EXISTS (SELECT 1 FROM email_provider_events e WHERE e.attempt_id = a.id)) AS unknown_without_evidence;
+             AND NOT EXISTS (SELECT 1 FROM email_provider_events e
+                              WHERE e.attempt_id = a.id AND e.evidence = 1)) AS unknown_without_evidence;
 END

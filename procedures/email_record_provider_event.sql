@@ -3,9 +3,10 @@
 -- Idempotent on the event's identity (type, SES MessageId, recipient, event time): a redelivered or
 -- replayed event changes nothing. Arrival order does not matter.
 --  * Matching: by SES MessageId first (a row whose provider_message_id it is), else by the outbox_id
---    tag (a row with that id to that recipient). A tag naming a Processing or UnknownOutcome row with
---    no MessageId yet that was sent to the recipient as another to, a cc or a bcc records the event
---    (and suppresses) but never settles the row (evidence = 0). Neither: not this outbox's mail; nothing is written.
+--    tag (a row with that id to that recipient). A tag naming a row that may have been sent with no
+--    MessageId known (Processing, UnknownOutcome, or requeued after UnknownOutcome) and was sent to
+--    the recipient as another to, a cc or a bcc records the event (and suppresses) but never settles
+--    the row (evidence = 0). Neither: not this outbox's mail; nothing is written.
 --  * Each email's latest provider state (email_delivery_status): the latest event time wins.
 --  * An UnknownOutcome row becomes Sent on evidence that SES accepted it, Failed on a Reject or
 --    RenderingFailure, audited with the evidence (email_internal_resolve_from_event).
@@ -121,11 +122,15 @@ BEGIN
     ELSEIF v_tag_row IS NOT NULL THEN
       CALL email_internal_address_key(v_tag_to, v_row_key);
       -- A cc or bcc of a whole message counts only for a row that may have been sent without the
-      -- outbox learning its MessageId (Processing or UnknownOutcome), and only as a record (history,
-      -- provider state, suppression), never as evidence that settles the row: an archive address
-      -- another outbox sharing the SES account also copies would otherwise match every row with its id.
+      -- outbox learning its MessageId (Processing, UnknownOutcome, or requeued after UnknownOutcome),
+      -- and only as a record (history, provider state, suppression), never as evidence that settles
+      -- the row: an archive address another outbox sharing the SES account also copies would
+      -- otherwise match every row with its id.
       IF v_row_key <> v_recipient_key COLLATE utf8mb4_bin AND v_tag_mid IS NULL AND v_mid_row IS NULL
-         AND v_tag_status IN ('Processing', 'UnknownOutcome') THEN
+         AND (v_tag_status IN ('Processing', 'UnknownOutcome')
+              OR (v_tag_status IN ('Pending', 'Retrying')
+                  AND EXISTS (SELECT 1 FROM email_delivery_events WHERE attempt_id = v_tag_row
+                                 AND from_status = 'UnknownOutcome' AND to_status = 'Pending'))) THEN
         SELECT message_options INTO v_tag_doc FROM email_delivery_attempts WHERE id = v_tag_row;
         CALL email_internal_message_has_recipient(v_tag_doc, v_recipient_key, v_tag_copy);
       END IF;

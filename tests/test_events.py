@@ -590,6 +590,7 @@ def test_a_bounce_for_a_cc_is_recorded_by_the_tag_and_suppresses_the_cc_but_sett
     )
     assert repo.resolve_unknown_from_evidence(100, "test") == 0
     assert repo.get_row(attempt_id).status is Status.UNKNOWN_OUTCOME, "a cc's event is no evidence"
+    assert repo.provider_stats(86400, 0).unknown_without_evidence == 1, "so the row still needs an operator"
     ingest(repo, record("Delivery", "ses-cc-1", "ann@example.com", str(attempt_id), at))
     assert repo.get_row(attempt_id).status is Status.SENT, "the to's event is"
     stranger = repo.record_provider_event(
@@ -602,9 +603,9 @@ def test_a_bounce_for_a_cc_is_recorded_by_the_tag_and_suppresses_the_cc_but_sett
     )
 
 
-def test_a_cc_tag_does_not_match_a_row_with_a_messageid_of_its_own(repo: OutboxRepository) -> None:
+def test_a_cc_tag_does_not_match_a_row_already_sent(repo: OutboxRepository) -> None:
     """Two outboxes sharing an SES account both copy archive@: the other's row with this id, sent under
-    another MessageId, must not be recorded against this row."""
+    another MessageId, must not be recorded against this row, which SES accepted under its own."""
     from email_outbox import Message, enqueue_message
 
     message = Message(to=["ann@example.com"], bcc=["archive@example.com"], subject="s", text="t")
@@ -638,6 +639,30 @@ def test_a_cc_tag_does_not_match_a_row_that_was_never_sent(repo: OutboxRepositor
         subkind=None, detail=None, recorded_by="test",
     )  # fmt: skip
     assert result.outcome == "unmatched"
+
+
+def test_a_cc_tag_matches_a_requeued_row_but_not_one_never_sent(repo: OutboxRepository) -> None:
+    """A row requeued after UnknownOutcome may have reached SES on its first send, with no MessageId
+    known: a bounce for its cc still suppresses the cc. A Pending row that was never claimed has not."""
+    from email_outbox import Message, enqueue_message
+
+    message = Message(to=["ann@example.com"], cc=["carl@example.com"], subject="s", text="t")
+    requeued = enqueue_message(repo.connection, "o-requeued", message).attempt_id
+    fresh = enqueue_message(repo.connection, "o-fresh", message).attempt_id
+    repo.connection.commit()
+    t = token()
+    assert repo.try_claim(requeued, t, "w1", 60) == 1
+    assert repo.finalize_unknown(requeued, t, "read timeout") == 1
+    assert repo.requeue_unknown_outcome(requeued, "ops", "checked SES: nothing") == 1
+    at = datetime(2026, 12, 1, 10, 0, 0)
+    for row, outcome, suppressed in ((fresh, "unmatched", 0), (requeued, "recorded", 1)):
+        result = repo.record_provider_event(
+            event_type="Bounce", ses_message_id=f"ses-first-{row}", outbox_id=str(row),
+            recipient="carl@example.com", event_at=at, kind="Permanent", subkind="General",
+            detail=None, recorded_by="test",
+        )  # fmt: skip
+        assert (result.outcome, result.suppressed) == (outcome, suppressed), row
+    assert repo.get_row(requeued).status is Status.PENDING, "recorded, not settled"
 
 
 def test_a_recipient_left_out_as_suppressed_is_not_matched_by_the_tag(repo: OutboxRepository) -> None:
