@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from email_outbox.cli import main
@@ -561,6 +562,32 @@ def test_send_and_reject_of_one_message_in_one_batch_settle_as_they_would_one_by
     assert repo.get_row(row).status is Status.SENT
 
 
+def message_row(repo: OutboxRepository, nid: str, then: str | None = None, **recipients: list[str]) -> int:
+    """A whole message to `recipients` (to, cc, bcc); `then` "unknown" or "sent" takes it there."""
+    from email_outbox import Message, enqueue_message
+
+    attempt_id = enqueue_message(
+        repo.connection, nid, Message(subject="s", text="t", **recipients)
+    ).attempt_id
+    repo.connection.commit()
+    if then is not None:
+        t = token()
+        assert repo.try_claim(attempt_id, t, "w1", 60) == 1
+        finalize = repo.finalize_unknown(attempt_id, t, "read timeout") if then == "unknown" else (
+            repo.finalize_sent(attempt_id, t, f"ses-own-{attempt_id}"))  # fmt: skip
+        assert finalize == 1
+    return attempt_id
+
+
+def tagged_bounce(repo: OutboxRepository, row: int, recipient: str, message_id: str) -> Any:
+    """A permanent bounce for `recipient` under SES MessageId `message_id`, tagged with `row`."""
+    return repo.record_provider_event(
+        event_type="Bounce", ses_message_id=message_id, outbox_id=str(row), recipient=recipient,
+        event_at=datetime(2026, 12, 1, 10, 0, 0), kind="Permanent", subkind="General", detail=None,
+        recorded_by="test",
+    )  # fmt: skip
+
+
 def test_a_bounce_for_a_cc_is_recorded_by_the_tag_and_suppresses_the_cc_but_settles_nothing(
     repo: OutboxRepository,
 ) -> None:
@@ -568,14 +595,13 @@ def test_a_bounce_for_a_cc_is_recorded_by_the_tag_and_suppresses_the_cc_but_sett
     outbox (an UnknownOutcome row), the outbox_id tag matched only the first to, so a bounce for a cc
     stayed unmatched and the cc was never suppressed. A cc match is a record, not evidence: an archive
     address that another outbox sharing the SES account also copies must not settle this row."""
-    from email_outbox import Message, enqueue_message
-
-    message = Message(
-        to=["ann@example.com"], cc=['"Lee, Carl" <Carl@Example.COM>'], bcc=["dee@example.com"],
-        subject="s", text="t",
-    )  # fmt: skip
-    attempt_id = enqueue_message(repo.connection, "o-cc-bounce", message).attempt_id
-    repo.connection.commit()
+    attempt_id = message_row(
+        repo,
+        "o-cc-bounce",
+        to=["ann@example.com"],
+        cc=['"Lee, Carl" <Carl@Example.COM>'],
+        bcc=["dee@example.com"],
+    )
     t = token()
     assert repo.try_claim(attempt_id, t, "w1", 60) == 1
     at = datetime(2026, 12, 1, 10, 0, 0)
@@ -593,11 +619,7 @@ def test_a_bounce_for_a_cc_is_recorded_by_the_tag_and_suppresses_the_cc_but_sett
     assert repo.provider_stats(86400, 0).unknown_without_evidence == 1, "so the row still needs an operator"
     ingest(repo, record("Delivery", "ses-cc-1", "ann@example.com", str(attempt_id), at))
     assert repo.get_row(attempt_id).status is Status.SENT, "the to's event is"
-    stranger = repo.record_provider_event(
-        event_type="Bounce", ses_message_id="ses-cc-2", outbox_id=str(attempt_id),
-        recipient="eve@example.com", event_at=at, kind="Permanent", subkind="General",
-        detail=None, recorded_by="test",
-    )  # fmt: skip
+    stranger = tagged_bounce(repo, attempt_id, "eve@example.com", "ses-cc-2")
     assert (stranger.outcome, stranger.suppressed) == ("unmatched", 0), (
         "a tag still needs a recipient of the row"
     )
@@ -606,80 +628,37 @@ def test_a_bounce_for_a_cc_is_recorded_by_the_tag_and_suppresses_the_cc_but_sett
 def test_a_cc_tag_does_not_match_a_row_already_sent(repo: OutboxRepository) -> None:
     """Two outboxes sharing an SES account both copy archive@: the other's row with this id, sent under
     another MessageId, must not be recorded against this row, which SES accepted under its own."""
-    from email_outbox import Message, enqueue_message
-
-    message = Message(to=["ann@example.com"], bcc=["archive@example.com"], subject="s", text="t")
-    attempt_id = enqueue_message(repo.connection, "o-archive", message).attempt_id
-    repo.connection.commit()
-    t = token()
-    assert repo.try_claim(attempt_id, t, "w1", 60) == 1
-    assert repo.finalize_sent(attempt_id, t, "ses-ours") == 1
-    result = repo.record_provider_event(
-        event_type="Bounce", ses_message_id="ses-theirs", outbox_id=str(attempt_id),
-        recipient="archive@example.com", event_at=datetime(2026, 12, 1, 10, 0, 0), kind="Permanent",
-        subkind="General", detail=None, recorded_by="test",
-    )  # fmt: skip
-    assert result.outcome == "unmatched"
+    attempt_id = message_row(repo, "o-archive", "sent", to=["ann@example.com"], bcc=["archive@example.com"])
+    assert tagged_bounce(repo, attempt_id, "archive@example.com", "ses-theirs").outcome == "unmatched"
 
 
 def test_a_cc_tag_does_not_match_a_row_that_was_never_sent(repo: OutboxRepository) -> None:
     """Every recipient suppressed at enqueue: the row failed unsent, with its document unchanged, so
     an event naming one of its cc addresses is not about it."""
-    from email_outbox import Message, enqueue_message
-
     for address in ("ann@example.com", "carl@example.com"):
         repo.suppression_add(address, "ops", "hard bounce")
-    message = Message(to=["ann@example.com"], cc=["carl@example.com"], subject="s", text="t")
-    attempt_id = enqueue_message(repo.connection, "o-never-sent", message).attempt_id
-    repo.connection.commit()
+    attempt_id = message_row(repo, "o-never-sent", to=["ann@example.com"], cc=["carl@example.com"])
     assert repo.get_row(attempt_id).status is Status.FAILED
-    result = repo.record_provider_event(
-        event_type="Delivery", ses_message_id="ses-never", outbox_id=str(attempt_id),
-        recipient="carl@example.com", event_at=datetime(2026, 12, 1, 10, 0, 0), kind=None,
-        subkind=None, detail=None, recorded_by="test",
-    )  # fmt: skip
-    assert result.outcome == "unmatched"
+    assert tagged_bounce(repo, attempt_id, "carl@example.com", "ses-never").outcome == "unmatched"
 
 
 def test_a_cc_tag_matches_a_requeued_row_but_not_one_never_sent(repo: OutboxRepository) -> None:
     """A row requeued after UnknownOutcome may have reached SES on its first send, with no MessageId
     known: a bounce for its cc still suppresses the cc. A Pending row that was never claimed has not."""
-    from email_outbox import Message, enqueue_message
-
-    message = Message(to=["ann@example.com"], cc=["carl@example.com"], subject="s", text="t")
-    requeued = enqueue_message(repo.connection, "o-requeued", message).attempt_id
-    fresh = enqueue_message(repo.connection, "o-fresh", message).attempt_id
-    repo.connection.commit()
-    t = token()
-    assert repo.try_claim(requeued, t, "w1", 60) == 1
-    assert repo.finalize_unknown(requeued, t, "read timeout") == 1
+    recipients = {"to": ["ann@example.com"], "cc": ["carl@example.com"]}
+    requeued = message_row(repo, "o-requeued", "unknown", **recipients)
+    fresh = message_row(repo, "o-fresh", **recipients)
     assert repo.requeue_unknown_outcome(requeued, "ops", "checked SES: nothing") == 1
-    at = datetime(2026, 12, 1, 10, 0, 0)
     for row, outcome, suppressed in ((fresh, "unmatched", 0), (requeued, "recorded", 1)):
-        result = repo.record_provider_event(
-            event_type="Bounce", ses_message_id=f"ses-first-{row}", outbox_id=str(row),
-            recipient="carl@example.com", event_at=at, kind="Permanent", subkind="General",
-            detail=None, recorded_by="test",
-        )  # fmt: skip
+        result = tagged_bounce(repo, row, "carl@example.com", f"ses-first-{row}")
         assert (result.outcome, result.suppressed) == (outcome, suppressed), row
     assert repo.get_row(requeued).status is Status.PENDING, "recorded, not settled"
 
 
 def test_a_recipient_left_out_as_suppressed_is_not_matched_by_the_tag(repo: OutboxRepository) -> None:
-    from email_outbox import Message, enqueue_message
-
     repo.suppression_add("carl@example.com", "ops", "complained")
-    message = Message(to=["ann@example.com"], cc=["carl@example.com"], subject="s", text="t")
-    attempt_id = enqueue_message(repo.connection, "o-cc-dropped", message).attempt_id
-    repo.connection.commit()
-    t = token()
-    assert repo.try_claim(attempt_id, t, "w1", 60) == 1
-    assert repo.finalize_unknown(attempt_id, t, "read timeout") == 1
-    result = repo.record_provider_event(
-        event_type="Bounce", ses_message_id="ses-dropped", outbox_id=str(attempt_id),
-        recipient="carl@example.com", event_at=datetime(2026, 12, 1, 10, 0, 0), kind="Permanent",
-        subkind="General", detail=None, recorded_by="test",
-    )  # fmt: skip
+    attempt_id = message_row(repo, "o-cc-dropped", "unknown", to=["ann@example.com"], cc=["carl@example.com"])
+    result = tagged_bounce(repo, attempt_id, "carl@example.com", "ses-dropped")
     assert result.outcome == "unmatched", "SES never saw that address for this row"
 
 
