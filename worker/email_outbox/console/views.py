@@ -117,20 +117,21 @@ def _chart(overview: Overview) -> dict[str, Any]:
     return {"bars": bars, "top": top, "total": sum(overview.sent_per_minute)}
 
 
-async def overview(request: Request) -> Response:
+async def _render_overview(request: Request, template: str) -> Response:
     try:
         data = await with_db(request, lambda r: r.overview(request.app.state.settings.overview_count_cap))
     except OutboxError as exc:
         return problem(request, exc)
-    return render(request, "overview.html", o=data, chart=_chart(data))
+    return render(request, template, o=data, chart=_chart(data))
+
+
+async def overview(request: Request) -> Response:
+    return await _render_overview(request, "overview.html")
 
 
 async def overview_fragment(request: Request) -> Response:
-    try:
-        data = await with_db(request, lambda r: r.overview(request.app.state.settings.overview_count_cap))
-    except OutboxError as exc:
-        return problem(request, exc)
-    return render(request, "_overview.html", o=data, chart=_chart(data))
+    """The same panel alone, for htmx's 5-second refresh."""
+    return await _render_overview(request, "_overview.html")
 
 
 # --- lists and search -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,12 @@ def make_client() -> Any:
     return boto3.session.Session().client("sqs", region_name=aws_region(), config=config)
 
 
+def batch_entries(handles: list[str], **each: Any) -> Iterator[list[dict[str, Any]]]:
+    """SQS's batch calls take at most 10 entries: the receipt handles as entries, 10 at a time."""
+    for start in range(0, len(handles), 10):
+        yield [{"Id": str(i), "ReceiptHandle": h, **each} for i, h in enumerate(handles[start : start + 10])]
+
+
 class VisibilityKeeper:
     """While a batch is being recorded, pushes its messages' visibility timeout forward every third of
     it. Each receive counts toward the queue's maxReceiveCount: a batch held up past its timeout (a long
@@ -71,20 +77,14 @@ class VisibilityKeeper:
 
     def _run(self) -> None:
         while not self._done.wait(self._timeout / 3):
-            for start in range(0, len(self._handles), 10):
+            for entries in batch_entries(self._handles, VisibilityTimeout=self._timeout):
                 if self._done.is_set():
                     return
-                self._extend(self._handles[start : start + 10])
+                self._extend(entries)
 
-    def _extend(self, handles: list[str]) -> None:
+    def _extend(self, entries: list[dict[str, Any]]) -> None:
         try:
-            response = self._client.change_message_visibility_batch(
-                QueueUrl=self._queue_url,
-                Entries=[
-                    {"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": self._timeout}
-                    for i, h in enumerate(handles)
-                ],
-            )
+            response = self._client.change_message_visibility_batch(QueueUrl=self._queue_url, Entries=entries)
             failed = response.get("Failed", [])
         except Exception as exc:  # whatever it is, the batch goes on; it is logged
             failed = [{"Code": type(exc).__name__}]
@@ -133,12 +133,8 @@ class SqsConsumer:
         return batch
 
     def _delete(self, messages: list[dict[str, Any]]) -> None:
-        for start in range(0, len(messages), 10):
-            chunk = messages[start : start + 10]
-            response = self.client.delete_message_batch(
-                QueueUrl=self.options.queue_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
-            )
+        for entries in batch_entries([m["ReceiptHandle"] for m in messages]):
+            response = self.client.delete_message_batch(QueueUrl=self.options.queue_url, Entries=entries)
             for failure in response.get("Failed", []):
                 # The message comes back after its visibility timeout: a duplicate, harmless.
                 log.warning("delete failed", extra={"code": failure.get("Code"), "sqs_id": failure.get("Id")})
