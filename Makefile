@@ -23,7 +23,7 @@ test: system-deps $(STAMP)
 	$(BIN)/pytest
 
 demo: system-deps $(STAMP)
-	$(BIN)/python -m email_outbox.devtools.demo
+	$(BIN)/python -m email_outbox_devtools.demo
 
 # The full-size runs behind docs/reliability.md and docs/performance.md (minutes each; not in `test`).
 soak: system-deps $(STAMP)
@@ -35,11 +35,11 @@ bench: system-deps $(STAMP)
 
 # Failover of a semi-sync primary under 3,000 emails and 3 workers, with the accounting (docs/reliability.md).
 failover: system-deps $(STAMP)
-	EMAIL_OUTBOX_FAILOVER_EMAILS=3000 $(BIN)/pytest -s -q tests/test_failover.py
+	EMAIL_OUTBOX_FAILOVER_EMAILS=3000 $(BIN)/pytest -s -q tests/cluster/test_failover.py
 
 # A 3-node Galera cluster soak: 3,000 emails, two node kills, an IST rejoin; accounting and throughput.
 cluster-soak: system-deps $(STAMP)
-	EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS=3000 $(BIN)/pytest -s -q tests/test_cluster_soak.py
+	EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS=3000 $(BIN)/pytest -s -q tests/cluster/test_cluster_soak.py
 
 # The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).
 costs: system-deps $(STAMP)
@@ -50,8 +50,8 @@ console-bench: system-deps $(STAMP)
 	$(BIN)/python bench/console.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check worker tests db bench
-	$(BIN)/ruff format --check worker tests db bench
+	$(BIN)/ruff check src tests db bench
+	$(BIN)/ruff format --check src tests db bench
 	$(BIN)/mypy
 
 clean:

@@ -42,7 +42,8 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_ready
-from email_outbox.devtools.dbserver import free_port
+
+from email_outbox_devtools.dbserver import free_port
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "emails"

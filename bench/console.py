@@ -21,13 +21,14 @@ import warnings
 from pathlib import Path
 
 import mysql.connector
+
 from email_outbox.console.app import ConsoleSettings, create_app
 from email_outbox.console.auth import BasicAuth
 from email_outbox.console.data import ConsoleDatabase
 from email_outbox.console.users import UsersFile, add_user
-from email_outbox.devtools.dbserver import PrivateServer
-from email_outbox.devtools.localdb import migrate_for_local_use
-from email_outbox.dsn import DatabaseDsn
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox_devtools.dbserver import PrivateServer
+from email_outbox_devtools.localdb import migrate_for_local_use
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # Starlette's note that its test client will move off httpx

@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 import mysql.connector
-from email_outbox.devtools.dbserver import PrivateServer
-from email_outbox.devtools.localdb import migrate_for_local_use
-from email_outbox.dsn import DatabaseDsn
-from email_outbox.repository import OutboxRepository
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox_devtools.dbserver import PrivateServer
+from email_outbox_devtools.localdb import migrate_for_local_use
 
 DIGITS = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 

@@ -23,12 +23,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import mysql.connector
-from email_outbox.devtools.dbserver import PrivateServer
-from email_outbox.devtools.localdb import migrate_for_local_use
-from email_outbox.devtools.ses_events import record, sns_notification
-from email_outbox.dsn import DatabaseDsn
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
 from email_outbox.events import Ingestor
-from email_outbox.repository import OutboxRepository
+from email_outbox_devtools.dbserver import PrivateServer
+from email_outbox_devtools.localdb import migrate_for_local_use
+from email_outbox_devtools.ses_events import record, sns_notification
 
 DIGITS = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 SENT_AT = datetime(2026, 12, 1, 9, 0, 0)

@@ -19,13 +19,14 @@ import time
 from pathlib import Path
 
 import mysql.connector
+
 from email_outbox import Attachment, Message, enqueue_message
-from email_outbox.devtools.dbserver import PrivateServer
-from email_outbox.devtools.localdb import migrate_for_local_use
-from email_outbox.devtools.ses_endpoint import SesEndpoint
-from email_outbox.devtools.worker_process import spawn_worker
-from email_outbox.dsn import DatabaseDsn
-from email_outbox.repository import OutboxRepository
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox_devtools.dbserver import PrivateServer
+from email_outbox_devtools.localdb import migrate_for_local_use
+from email_outbox_devtools.ses_endpoint import SesEndpoint
+from email_outbox_devtools.worker_process import spawn_worker
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import mysql.connector
-from email_outbox.devtools.dbserver import PrivateServer
-from email_outbox.devtools.localdb import migrate_for_local_use
-from email_outbox.devtools.ses_endpoint import FaultRule, SesEndpoint
-from email_outbox.devtools.worker_process import spawn_worker
-from email_outbox.dsn import DatabaseDsn
+
+from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.models import Status
+from email_outbox_devtools.dbserver import PrivateServer
+from email_outbox_devtools.localdb import migrate_for_local_use
+from email_outbox_devtools.ses_endpoint import FaultRule, SesEndpoint
+from email_outbox_devtools.worker_process import spawn_worker
 
 FAULTS = (
     "worker_kill9",
@@ -597,7 +598,7 @@ class Soak:
 
 
 def _server_has_snapshot_isolation() -> bool:
-    from email_outbox.devtools.dbserver import find_server_binary
+    from email_outbox_devtools.dbserver import find_server_binary
 
     binary = find_server_binary()
     if not binary:

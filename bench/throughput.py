@@ -52,11 +52,12 @@ from pathlib import Path
 from typing import Any
 
 import mysql.connector
-from email_outbox.devtools.dbserver import PrivateServer, free_port
-from email_outbox.devtools.localdb import migrate_for_local_use
-from email_outbox.devtools.worker_process import spawn_worker
-from email_outbox.dsn import DatabaseDsn
-from email_outbox.repository import OutboxRepository
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox_devtools.dbserver import PrivateServer, free_port
+from email_outbox_devtools.localdb import migrate_for_local_use
+from email_outbox_devtools.worker_process import spawn_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -89,7 +90,7 @@ class Endpoint:
     def __init__(self, latency: float) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "email_outbox.devtools.ses_endpoint", "--port", str(self.port),
+            [sys.executable, "-m", "email_outbox_devtools.ses_endpoint", "--port", str(self.port),
              "--latency", str(latency)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip

@@ -10,16 +10,16 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from email_outbox.cli import main
-from email_outbox.dsn import DatabaseDsn
-from email_outbox.repository import OutboxRepository
 
-from tests.harness import TestServer, start_private_test_server, start_test_server
+from email_outbox.cli.main import main
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from tests.support.harness import TestServer, start_private_test_server, start_test_server
 
 _server: TestServer | None = None
 _names = itertools.count(1)
 ROLE_PASSWORD = "s3cret-Pass"
-# tests/test_other_languages.py: language -> "ran" or "SKIP: reason", printed at the end of the run.
+# tests/contract/test_other_languages.py: language -> "ran" or "SKIP: reason", printed at the end of the run.
 OTHER_LANGUAGES = pytest.StashKey[dict[str, str]]()
 
 
@@ -30,12 +30,29 @@ def get_test_server() -> TestServer:
     return _server
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    server = get_test_server()
-    return [f"database: {server.kind}, server version {server.version}, at {server.admin.redacted()}"]
+# The tiers are folders; the markers say what a test needs, so `pytest -m "not cluster"` or
+# `pytest -m "not db"` selects by need. A test needs the database when it asks for the server fixture
+# (directly or through dsn, repo, ...) or its tier starts servers of its own.
+_TIERS_THAT_START_SERVERS = {"cluster", "contract", "system"}
+_TIER_MARKERS = {"cluster": ("cluster", "slow"), "console": ()}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.parent.name
+        if "server" in getattr(item, "fixturenames", ()) or tier in _TIERS_THAT_START_SERVERS:
+            item.add_marker(pytest.mark.db)
+        for name in _TIER_MARKERS.get(tier, ()):
+            item.add_marker(getattr(pytest.mark, name))
+        if item.path.name == "test_console_browser.py":
+            item.add_marker(pytest.mark.browser)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if _server is not None:
+        terminalreporter.write_line(
+            f"database: {_server.kind}, server version {_server.version}, at {_server.admin.redacted()}"
+        )
     outcomes = config.stash.get(OTHER_LANGUAGES, {})
     if outcomes:
         ran = [language for language, outcome in outcomes.items() if outcome == "ran"]

@@ -17,8 +17,9 @@ Idempotent: a migrator killed mid-way runs it again.
 
 from typing import Any
 
-from email_outbox.migrate import OLD_TRIGGERS, add_column_if_missing
 from yoyo import step
+
+from email_outbox.schema.migrate import OLD_TRIGGERS, add_column_if_missing
 
 __depends__ = {"0001_schema"}
 

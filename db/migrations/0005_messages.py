@@ -9,8 +9,9 @@ and MariaDB 10.3+, whatever the table's size.
 
 from typing import Any
 
-from email_outbox.migrate import add_column_if_missing
 from yoyo import step
+
+from email_outbox.schema.migrate import add_column_if_missing
 
 __depends__ = {"0001_schema", "0002_audit_in_procedures", "0003_security"}
 __transactional__ = False

@@ -12,8 +12,9 @@ instant ALTER on MySQL 8 and MariaDB 10.3+. Idempotent (MySQL 8 has no ADD COLUM
 
 from typing import Any
 
-from email_outbox.migrate import add_column_if_missing
 from yoyo import step
+
+from email_outbox.schema.migrate import add_column_if_missing
 
 __depends__ = {"0001_schema", "0005_messages"}
 

@@ -12,8 +12,9 @@ The column is trailing with a default: an instant ALTER on MySQL 8 and MariaDB 1
 
 from typing import Any
 
-from email_outbox.migrate import add_column_if_missing
 from yoyo import step
+
+from email_outbox.schema.migrate import add_column_if_missing
 
 __depends__ = {"0004_provider_events", "0007_reservations"}
 

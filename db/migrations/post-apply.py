@@ -4,8 +4,9 @@ Only routines whose definition differs are replaced, so re-running on an up-to-d
 nothing and never leaves a moment with a procedure missing.
 """
 
-from email_outbox.routines import sync_procedures_step
 from yoyo import step
+
+from email_outbox.schema.routines import sync_procedures_step
 
 # MySQL-family DDL commits on its own, which also ends the savepoint yoyo would wrap a step in; a
 # failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The

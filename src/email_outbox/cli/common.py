@@ -1,0 +1,45 @@
+"""What every `email-outbox` subcommand shares: exit codes and the DSN flag."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from email_outbox.db.dsn import DatabaseDsn, resolve_dsn_text
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import ConfigError
+
+EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
+
+
+def add_dsn(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dsn-file",
+        help="a file holding mysql://user:password@host:port/database (default: $EMAIL_OUTBOX_DSN_FILE)",
+    )
+    parser.add_argument(
+        "--dsn",
+        help="mysql://user@host:port/database; a password here is visible in `ps`: prefer --dsn-file"
+        " or $EMAIL_OUTBOX_DSN",
+    )
+
+
+def dsn_from(args: argparse.Namespace) -> DatabaseDsn:
+    value = resolve_dsn_text(args.dsn, args.dsn_file)
+    if not value:
+        raise ConfigError(
+            "no database: pass --dsn-file PATH or set EMAIL_OUTBOX_DSN (mysql://user:password@host:port/db)"
+        )
+    return DatabaseDsn.parse(value)
+
+
+@contextmanager
+def open_repository(args: argparse.Namespace) -> Iterator[OutboxRepository]:
+    """The repository a command works through, reading consistently (causal reads on a Galera node)."""
+    repo = OutboxRepository.open(dsn_from(args))
+    try:
+        repo.read_consistently()
+        yield repo
+    finally:
+        repo.close()

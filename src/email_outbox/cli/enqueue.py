@@ -1,0 +1,124 @@
+"""`email-outbox enqueue`: an ad-hoc email from flags (through email_enqueue), or whole messages from a
+JSON file (through email_enqueue_message: cc, reply-to, headers, tags, attachments, templates), like
+any other enqueuing service."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
+from email_outbox.display import visible
+from email_outbox.errors import InvalidInput
+
+
+def _read_body(inline: str | None, path: str | None, what: str) -> str | None:
+    if inline is not None and path is not None:
+        raise InvalidInput(f"give --{what} or --{what}-file, not both")
+    if path is not None:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInput(f"--{what}-file: {exc}") from None
+    return inline
+
+
+_FLAG_KEYS = ("notification_id", "to", "subject", "text", "html")
+
+
+def _json_documents(path: str) -> list[tuple[str, dict[str, Any]]]:
+    """(notification_id, message document) per item of a --json file: each item is the document of
+    email_enqueue_message plus its notification_id. For files written for the older flat form, a
+    single `to` string becomes a list and a send_after without an offset is taken as UTC."""
+    try:
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
+        data = json.loads(raw)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"--json: {exc}") from None
+    items = data if isinstance(data, list) else [data]
+    out = []
+    for n, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidInput(f"--json: item {n} is not an object")
+        document = dict(item)
+        notification_id = document.pop("notification_id", None)
+        if not isinstance(notification_id, str):
+            raise InvalidInput(f"--json: item {n}: notification_id must be a string")
+        if isinstance(document.get("to"), str):
+            document["to"] = [document["to"]]
+        if isinstance(document.get("send_after"), str):
+            document["send_after"] = _with_offset(document["send_after"])
+        out.append((notification_id, {k: v for k, v in document.items() if v is not None}))
+    return out
+
+
+def _with_offset(value: str) -> str:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"send_after must be an ISO time (got {value!r})") from None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).isoformat()
+
+
+def _send_after(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromisoformat(_with_offset(value)).astimezone(UTC).replace(tzinfo=None)
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    results = []
+    with open_repository(args) as repo:
+        if args.json_file is not None:
+            if any(getattr(args, k) is not None for k in _FLAG_KEYS):
+                raise InvalidInput("--json takes the whole email; do not mix it with the other flags")
+            for notification_id, document in _json_documents(args.json_file):
+                message = json.dumps(document, ensure_ascii=False)
+                results.append((notification_id, repo.enqueue_message(notification_id, message)))
+        else:
+            missing = [f for f in ("notification_id", "to", "subject") if getattr(args, f) is None]
+            if missing:
+                raise InvalidInput(
+                    "enqueue needs " + ", ".join("--" + m.replace("_", "-") for m in missing) + " (or --json)"
+                )
+            result = repo.enqueue(
+                args.notification_id,
+                args.to,
+                args.subject,
+                text_body=_read_body(args.text, args.text_file, "text"),
+                html_body=_read_body(args.html, args.html_file, "html"),
+                from_address=args.from_address,
+                max_attempts=args.max_attempts,
+                send_after=_send_after(args.send_after),
+            )
+            results.append((args.notification_id, result))
+    for notification_id, result in results:
+        kind = "duplicate of" if result.duplicate else "enqueued as"
+        print(f"{visible(notification_id)}: {kind} id {result.attempt_id}")
+    return EXIT_OK if any(not r.duplicate for _, r in results) or not results else EXIT_NOTHING
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("enqueue", help="an ad-hoc email (flags, or --json FILE with one object or a list)")
+    add_dsn(p)
+    p.add_argument("--notification-id")
+    p.add_argument("--to")
+    p.add_argument("--from", dest="from_address", help="default: the worker's sender")
+    p.add_argument("--subject")
+    p.add_argument("--text", help="text body")
+    p.add_argument("--text-file", help="text body from a file")
+    p.add_argument("--html", help="HTML body")
+    p.add_argument("--html-file", help="HTML body from a file")
+    p.add_argument("--max-attempts", type=int)
+    p.add_argument("--send-after", help="ISO time; default now")
+    p.add_argument(
+        "--json",
+        dest="json_file",
+        help="a JSON file ('-' for stdin): one message document of email_enqueue_message plus its"
+        " notification_id, or a list of them (docs/procedures.md)",
+    )
+    p.set_defaults(func=cmd_enqueue)

@@ -1,0 +1,106 @@
+"""The `email-outbox` command: migrate, worker, and the operator commands.
+
+Exit codes: 0 done, 1 nothing matched or refused, 2 usage or input error. Errors are one line on
+stderr; --debug shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from email_outbox.cli import console as console_cli
+from email_outbox.cli import enqueue as enqueue_cli
+from email_outbox.cli import events as events_cli
+from email_outbox.cli import grant as grant_cli
+from email_outbox.cli import operator as operator_cli
+from email_outbox.cli import senders as senders_cli
+from email_outbox.cli import suppression as suppression_cli
+from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
+from email_outbox.db.dsn import resolve_dsn_text
+from email_outbox.display import visible
+from email_outbox.errors import ConfigError, InvalidInput, OutboxError
+from email_outbox.worker.config import SETTINGS, flag_help
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from email_outbox.schema.migrate import migrate
+
+    dsn = dsn_from(args)
+    print(f"migrating {dsn.redacted()}")
+    report = migrate(dsn, lock_timeout=args.lock_timeout, progress=lambda line: print(line, flush=True))
+    for line in report.lines():
+        print(line)
+    return EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from email_outbox.logs import configure_logging
+    from email_outbox.ses.sender import SesSender
+    from email_outbox.worker import Worker
+    from email_outbox.worker.config import load_config
+    from email_outbox.worker.memory import return_large_blocks_to_the_system
+
+    names = {s.name for s in SETTINGS}
+    flags = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    dsn_text = resolve_dsn_text(args.dsn, args.dsn_file)
+    if dsn_text:
+        flags["dsn"] = dsn_text
+    if args.disable_provider:
+        flags["provider_enabled"] = False
+    config = load_config(flags)
+    configure_logging(config.log_format, logging.getLevelNamesMapping()[config.log_level.upper()])
+    return_large_blocks_to_the_system()
+    worker = Worker(config, SesSender(config))
+    worker.install_signal_handlers()
+    return worker.run()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="email-outbox", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("migrate", help="apply schema migrations and install procedures/")
+    add_dsn(p)
+    p.add_argument("--lock-timeout", type=int, default=120, help="seconds to wait for another migrator")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("worker", help="deliver emails: claim, send through SES, finalize")
+    for setting in SETTINGS:
+        p.add_argument("--" + setting.name.replace("_", "-"), dest=setting.name, help=flag_help(setting))
+    p.add_argument(
+        "--dsn-file", help="a file holding the DSN, so no password sits in argv ($EMAIL_OUTBOX_DSN_FILE)"
+    )
+    p.add_argument(
+        "--disable-provider",
+        action="store_true",
+        help="send nothing: claim nothing and idle ($EMAIL_OUTBOX_PROVIDER_ENABLED=false)",
+    )
+    p.set_defaults(func=cmd_worker)
+
+    operator_cli.register(sub)
+    enqueue_cli.register(sub)
+    grant_cli.register(sub)
+    senders_cli.register(sub)
+    events_cli.register(sub)
+    suppression_cli.register(sub)
+    console_cli.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except OutboxError as exc:
+        if args.debug:
+            raise
+        print(f"email-outbox: {visible(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidInput)) else EXIT_NOTHING
+    except KeyboardInterrupt:
+        return 130
+

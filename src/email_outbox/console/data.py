@@ -1,0 +1,399 @@
+"""Everything the console reads and does in the database, on a small pool of connections.
+
+Every read is bounded twice: a LIMIT, and a per-session statement time limit (`max_statement_time` on
+MariaDB, `max_execution_time` on MySQL) set on each connection, so no page can pin the server. The
+actions are the operator procedures, called through OutboxRepository like the CLI's.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import AccessDenied, DatabaseUnavailable, NotFound, TransientDatabaseError
+from email_outbox.models import DeliveryEvent, QueueHealth, Status
+from email_outbox.schema.grants import CONSOLE_ACTIONS
+
+# An idle connection older than this is pinged before it is lent again.
+IDLE_CHECK_SECONDS = 30.0
+ACTION_PROCEDURES = CONSOLE_ACTIONS
+MAX_EVENTS = 1000
+MAX_ATTACHMENTS = 100
+MAX_PROVIDER_EVENTS = 200
+# Bodies shown in the page (and the HTML frame) are cut here; the row keeps them whole.
+MAX_BODY_CHARS = 1_000_000
+LIST_COLUMNS = (
+    "id, notification_id, to_address, subject, status, attempt_count, max_attempts, last_error_code,"
+    " created_at, updated_at"
+)
+
+
+@dataclass(frozen=True)
+class ListedEmail:
+    id: int
+    notification_id: str
+    to_address: str
+    subject: str
+    status: str
+    attempt_count: int
+    max_attempts: int
+    last_error_code: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[ListedEmail]
+    # The keyset cursor of the next page, or None on the last one.
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Overview:
+    now: datetime
+    # Rows in each status, counted up to a cap; a status in `over_cap` has more than its count.
+    counts: dict[str, int]
+    over_cap: frozenset[str]
+    health: QueueHealth
+    # Emails sent in each of the last 60 minutes, oldest first.
+    sent_per_minute: list[int]
+
+
+@dataclass(frozen=True)
+class EmailDetail:
+    fields: dict[str, Any]
+    text_body: str | None
+    text_cut: bool
+    has_html: bool
+    events: list[DeliveryEvent]
+    events_cut: bool
+    attachments: list[dict[str, Any]]
+    provider_events: list[dict[str, Any]] | None
+    suppression: dict[str, Any] | None
+
+    @property
+    def status(self) -> str:
+        return str(self.fields["status"])
+
+
+def _listed(row: dict[str, Any]) -> ListedEmail:
+    return ListedEmail(**{k: row[k] for k in ListedEmail.__dataclass_fields__})
+
+
+# Every prefix search names its escape character: a backslash stops being one under the
+# NO_BACKSLASH_ESCAPES sql_mode, and then '%' and '_' in a search would match anything.
+LIKE_PREFIX = "LIKE %s ESCAPE '!'"
+
+
+def like_prefix(text: str) -> str:
+    """`text` as the pattern of LIKE_PREFIX, its wildcards and '!' taken literally."""
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
+
+
+class ConsoleDatabase:
+    """A pool of connections; each `session()` lends one, dropped instead of returned after an error."""
+
+    def __init__(self, dsn: DatabaseDsn, *, statement_timeout_seconds: float = 5.0, idle: int = 8) -> None:
+        self.dsn = dsn
+        self.statement_timeout_seconds = statement_timeout_seconds
+        self._idle: queue.LifoQueue[tuple[float, OutboxRepository]] = queue.LifoQueue(maxsize=idle)
+        self.tables: set[str] = set()
+        self.can_act = False
+        self.flavour = "unknown"
+
+    def start(self) -> None:
+        """Connects once: what the server is, which optional tables exist, whether this account may act."""
+        with self.session() as reads:
+            self.tables = reads.visible_tables()
+            self.can_act = set(ACTION_PROCEDURES) <= reads.repo.installed_procedures()
+
+    def _open(self) -> OutboxRepository:
+        repo = OutboxRepository.open(self.dsn)
+        with _cursor(repo) as cursor:
+            cursor.execute("SELECT VERSION() AS v")
+            version = str(cursor.fetchall()[0]["v"])
+            if "mariadb" in version.lower():
+                self.flavour = "MariaDB"
+                cursor.execute("SET SESSION max_statement_time = %s", (self.statement_timeout_seconds,))
+            else:
+                self.flavour = "MySQL"
+                cursor.execute(
+                    "SET SESSION max_execution_time = %s", (int(self.statement_timeout_seconds * 1000),)
+                )
+            cursor.execute("SET SESSION time_zone = '+00:00'")
+        repo.read_consistently()
+        return repo
+
+    @contextmanager
+    def session(self) -> Iterator[ConsoleReads]:
+        repo = self._checkout()
+        ok = False
+        try:
+            yield ConsoleReads(repo, self)
+            ok = True
+        finally:
+            if ok:
+                try:
+                    self._idle.put_nowait((time.monotonic(), repo))
+                except queue.Full:
+                    repo.close()
+            else:
+                repo.close()
+
+    def _checkout(self) -> OutboxRepository:
+        """An idle connection, checked with a ping when it has idled a while (the server may have
+        closed it: wait_timeout, a failover), or a new one."""
+        while True:
+            try:
+                since, repo = self._idle.get_nowait()
+            except queue.Empty:
+                return self._open()
+            if time.monotonic() - since < IDLE_CHECK_SECONDS:
+                return repo
+            try:
+                if repo.connection.is_connected():
+                    return repo
+            except Exception:  # a dead connection, whatever the driver raises
+                pass
+            repo.close()
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait()[1].close()
+            except queue.Empty:
+                return
+
+
+@contextmanager
+def _cursor(repo: OutboxRepository) -> Iterator[Any]:
+    # The repository's own cursor, and its translation of driver errors into OutboxError.
+    with repo._cursor() as cursor:
+        yield cursor
+
+
+class ConsoleReads:
+    """The console's reads and actions over one lent connection."""
+
+    def __init__(self, repo: OutboxRepository, db: ConsoleDatabase) -> None:
+        self.repo = repo
+        self.db = db
+
+    def select(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        with _cursor(self.repo) as cursor:
+            cursor.execute(sql, tuple(args))
+            rows: list[dict[str, Any]] = cursor.fetchall()
+            return rows
+
+    def visible_tables(self) -> set[str]:
+        rows = self.select(
+            "SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() LIMIT 1000"
+        )
+        return {str(r["name"]) for r in rows}
+
+    # --- overview -----------------------------------------------------------------------------------
+    def overview(self, count_cap: int) -> Overview:
+        """Counts stop at `count_cap` per status, so each refresh reads at most that many index entries
+        a status however much history the table holds (an uncapped count read every Sent row)."""
+        counts = {s.value: 0 for s in Status}
+        per_status = " UNION ALL ".join(
+            "SELECT %s AS status, COUNT(*) AS n FROM (SELECT 1 FROM email_delivery_attempts"
+            " FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE status = %s LIMIT %s) AS capped"
+            for _ in counts
+        )
+        args = [a for status in counts for a in (status, status, count_cap + 1)]
+        for row in self.select(per_status, args):
+            counts[str(row["status"])] = int(row["n"])
+        over_cap = frozenset(status for status, n in counts.items() if n > count_cap)
+        counts = {status: min(n, count_cap) for status, n in counts.items()}
+        health = self.repo.queue_health()
+        per_minute = [0] * 60
+        for row in self.select(
+            "SELECT FLOOR(TIMESTAMPDIFF(SECOND, sent_at, %s) / 60) AS ago, COUNT(*) AS n"
+            " FROM email_delivery_attempts WHERE sent_at > %s - INTERVAL 60 MINUTE AND sent_at <= %s"
+            " GROUP BY ago LIMIT 61",
+            (health.now, health.now, health.now),
+        ):
+            ago = int(row["ago"])
+            if 0 <= ago < 60:
+                per_minute[59 - ago] = int(row["n"])
+        return Overview(health.now, counts, over_cap, health, per_minute)
+
+    # --- lists --------------------------------------------------------------------------------------
+    def list_status(self, status: Status, before_id: int | None, limit: int) -> Page:
+        """One status, newest first; the next page starts below the last id shown."""
+        sql = (
+            f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts"
+            " FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE status = %s"
+        )
+        args: list[Any] = [status.value]
+        if before_id is not None:
+            sql += " AND id < %s"
+            args.append(before_id)
+        sql += " ORDER BY id DESC LIMIT %s"
+        args.append(limit + 1)
+        rows = [_listed(r) for r in self.select(sql, args)]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(rows, str(rows[-1].id) if more and rows else None)
+
+    def search(self, by: str, prefix: str, after: tuple[str, int] | None, limit: int) -> Page:
+        """Rows whose notification_id or recipient starts with `prefix`, in the order of the index that
+        finds them; the cursor is the (value, id) pair of the last row shown."""
+        column = {"notification_id": "notification_id", "recipient": "to_address"}[by]
+        index = {
+            "notification_id": "uq_email_delivery_attempts_notification_id",
+            "recipient": "ix_email_delivery_attempts_to_id",
+        }[by]
+        sql = f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts FORCE INDEX ({index}) WHERE {column} {LIKE_PREFIX}"
+        args: list[Any] = [like_prefix(prefix)]
+        if after is not None:
+            sql += f" AND ({column} > %s OR ({column} = %s AND id > %s))"
+            args += [after[0], after[0], after[1]]
+        sql += f" ORDER BY {column}, id LIMIT %s"
+        args.append(limit + 1)
+        rows = [_listed(r) for r in self.select(sql, args)]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        cursor = None
+        if more and rows:
+            last = rows[-1]
+            cursor = f"{last.id}:{last.notification_id if by == 'notification_id' else last.to_address}"
+        return Page(rows, cursor)
+
+    def unknown_outcome_ids(self, older_than_seconds: float, recipient_prefix: str, cap: int) -> list[int]:
+        """The frozen list of a bulk action: UnknownOutcome rows in that state for at least that long,
+        oldest first, at most `cap` + 1 (one more tells the caller the cap was reached)."""
+        sql = (
+            "SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id)"
+            " WHERE status = 'UnknownOutcome' AND updated_at <= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+        )
+        args: list[Any] = [int(older_than_seconds * 1_000_000)]
+        if recipient_prefix:
+            sql += f" AND to_address {LIKE_PREFIX}"
+            args.append(like_prefix(recipient_prefix))
+        sql += " ORDER BY id LIMIT %s"
+        args.append(cap + 1)
+        return [int(r["id"]) for r in self.select(sql, args)]
+
+    # --- one email ----------------------------------------------------------------------------------
+    def email(self, attempt_id: int) -> EmailDetail:
+        rows = self.select("SELECT * FROM email_delivery_attempts WHERE id = %s LIMIT 1", (attempt_id,))
+        if not rows:
+            raise NotFound(f"no email with id {attempt_id}")
+        fields = dict(rows[0])
+        text_body = fields.pop("text_body", None)
+        html_body = fields.pop("html_body", None)
+        for name in ("claim_due_at", "updated_by", "transition_detail"):
+            fields.pop(name, None)  # derived, or unused since 0002
+        events = self.events(attempt_id)
+        return EmailDetail(
+            fields=fields,
+            text_body=None if text_body is None else text_body[:MAX_BODY_CHARS],
+            text_cut=text_body is not None and len(text_body) > MAX_BODY_CHARS,
+            has_html=html_body is not None,
+            events=events[:MAX_EVENTS],
+            events_cut=len(events) > MAX_EVENTS,
+            attachments=self.attachments(attempt_id),
+            provider_events=self.provider_events(attempt_id),
+            suppression=self.suppression(str(fields["to_address"])),
+        )
+
+    def html_body(self, attempt_id: int) -> str | None:
+        rows = self.select(
+            "SELECT LEFT(html_body, %s) AS html FROM email_delivery_attempts WHERE id = %s LIMIT 1",
+            (MAX_BODY_CHARS, attempt_id),
+        )
+        if not rows:
+            raise NotFound(f"no email with id {attempt_id}")
+        html: str | None = rows[0]["html"]
+        return html
+
+    def events(self, attempt_id: int) -> list[DeliveryEvent]:
+        rows = self.select(
+            "SELECT id, attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account,"
+            " detail FROM email_delivery_events WHERE attempt_id = %s ORDER BY id LIMIT %s",
+            (attempt_id, MAX_EVENTS + 1),
+        )
+        return [
+            DeliveryEvent(
+                id=int(r["id"]),
+                attempt_id=int(r["attempt_id"]),
+                occurred_at=r["occurred_at"],
+                from_status=None if r["from_status"] is None else Status(str(r["from_status"])),
+                to_status=Status(str(r["to_status"])),
+                claim_token=r["claim_token"],
+                actor=r["actor"],
+                db_account=r["db_account"],
+                detail=r["detail"],
+            )
+            for r in rows
+        ]
+
+    def attachments(self, attempt_id: int) -> list[dict[str, Any]]:
+        if "email_attachments" not in self.db.tables:
+            return []
+        return (
+            self._optional(
+                "SELECT position, filename, content_type, disposition, content_id, LENGTH(content) AS bytes"
+                " FROM email_attachments WHERE attempt_id = %s ORDER BY position LIMIT %s",
+                (attempt_id, MAX_ATTACHMENTS),
+            )
+            or []
+        )
+
+    def provider_events(self, attempt_id: int) -> list[dict[str, Any]] | None:
+        """SES's events for this email, where the provider-events tables exist."""
+        if "email_provider_events" not in self.db.tables:
+            return None
+        return self._optional(
+            "SELECT event_type, ses_message_id, recipient, event_at, kind, subkind, detail"
+            " FROM email_provider_events WHERE attempt_id = %s ORDER BY event_at, id LIMIT %s",
+            (attempt_id, MAX_PROVIDER_EVENTS),
+        )
+
+    def suppression(self, address: str) -> dict[str, Any] | None:
+        """The suppression-list entry of the recipient, where that list exists."""
+        if "email_suppressed_addresses" not in self.db.tables:
+            return None
+        local, _, domain = address.rpartition("@")
+        rows = self._optional(
+            "SELECT address, reason, detail, added_at, added_by FROM email_suppressed_addresses"
+            " WHERE address_key = %s LIMIT 1",
+            (f"{local}@{domain.lower()}",),
+        )
+        return rows[0] if rows else None
+
+    def _optional(self, sql: str, args: Sequence[Any]) -> list[dict[str, Any]] | None:
+        """A read of a table this account may not be granted: None when refused."""
+        try:
+            return self.select(sql, args)
+        except AccessDenied:
+            return None
+
+    # --- actions (the operator procedures) ------------------------------------------------------------
+    def requeue(self, attempt_id: int, actor: str, reason: str) -> int:
+        return self._retrying(lambda: self.repo.requeue_unknown_outcome(attempt_id, actor, reason))
+
+    def resolve(self, attempt_id: int, outcome: str, actor: str, reason: str, message_id: str | None) -> int:
+        return self._retrying(
+            lambda: self.repo.resolve_unknown_outcome(attempt_id, outcome, actor, reason, message_id)
+        )
+
+    def _retrying(self, call: Any) -> int:
+        # A deadlock rolls the call back whole; the call is guarded, so trying it again is safe.
+        for attempt in range(3):
+            try:
+                return int(call())
+            except TransientDatabaseError:
+                if attempt == 2:
+                    raise
+        raise DatabaseUnavailable("unreachable")  # pragma: no cover

@@ -1,0 +1,373 @@
+"""The console's pages and actions. Each view checks its input, does its database work on a worker
+thread (the connection calls block), and renders an autoescaping Jinja2 template.
+
+Actions call the operator procedures with the console user as the actor (`alice (console)`), so the
+audit event names the person beside the database account the server records.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from importlib import resources
+from typing import Any, TypeVar
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from email_outbox.cli.operator import REQUEUE_WARNING, parse_duration
+from email_outbox.console.data import ConsoleReads, Overview
+from email_outbox.console.security import CsrfTokens, body_headers
+from email_outbox.display import age, visible, when
+from email_outbox.errors import AccessDenied, InvalidInput, NotFound, OutboxError, ReadOnlyServer
+from email_outbox.models import Status
+
+log = logging.getLogger("email_outbox.console")
+T = TypeVar("T")
+
+MAX_PAGE_SIZE = 200
+MAX_SEARCH_CHARS = 320
+MAX_REASON_CHARS = 2000
+ACTIONS = {"requeue": "Requeue", "resolve-Sent": "Resolve as Sent", "resolve-Failed": "Resolve as Failed"}
+NOTICES = {
+    "requeued": "Requeued: UnknownOutcome -> Pending. A worker will send it again.",
+    "resolved-Sent": "Resolved as Sent.",
+    "resolved-Failed": "Resolved as Failed.",
+    "unchanged": "Nothing changed: the email is no longer UnknownOutcome (someone got there first).",
+}
+
+
+def _environment() -> Environment:
+    folder = resources.files("email_outbox.console").joinpath("templates")
+    env = Environment(
+        loader=FileSystemLoader(str(folder)),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["v"] = lambda value: "-" if value is None else visible(str(value))
+    env.filters["when"] = lambda value: when(value) if isinstance(value, datetime) else value
+    env.filters["age"] = age
+    return env
+
+
+ENV = _environment()
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    settings = request.app.state.settings
+    user = getattr(request.state, "user", "")
+    context.update(
+        user=user,
+        csrf_token=settings.csrf.token(user),
+        can_act=settings.can_act,
+        statuses=[s.value for s in Status],
+        flavour=settings.database.flavour,
+    )
+    return HTMLResponse(ENV.get_template(name).render(**context), status_code=status_code)
+
+
+def actor(request: Request) -> str:
+    return f"{request.state.user} (console)"
+
+
+async def with_db(request: Request, work: Callable[[ConsoleReads], T]) -> T:
+    db = request.app.state.settings.database
+
+    def run() -> T:
+        with db.session() as reads:
+            return work(reads)
+
+    return await run_in_threadpool(run)
+
+
+def problem(request: Request, error: Exception) -> HTMLResponse:
+    """An error the user can act on, said plainly; never a traceback."""
+    if isinstance(error, NotFound):
+        status, text = 404, str(error)
+    elif isinstance(error, InvalidInput):
+        status, text = 400, str(error)
+    elif isinstance(error, AccessDenied):
+        # The server's words name the account and its host: for the log, not the page.
+        log.warning("the console's database account was refused: %s", error)
+        status, text = (
+            403,
+            "the console's database account may not do this (the console's log has the details)",
+        )
+    elif isinstance(error, ReadOnlyServer):
+        status, text = 503, str(error)
+    else:
+        log.error("database call failed: %s", error)
+        status, text = 503, "the database did not answer in time or is unavailable; try again"
+    return render(request, "message.html", status_code=status, title="Error", message=text)
+
+
+# --- overview ---------------------------------------------------------------------------------------
+def _chart(overview: Overview) -> dict[str, Any]:
+    top = max(overview.sent_per_minute) or 1
+    bars = []
+    for i, n in enumerate(overview.sent_per_minute):
+        height = round(n / top * 80)
+        bars.append({"x": i * 6, "y": 90 - height, "h": height, "n": n, "ago": 59 - i})
+    return {"bars": bars, "top": top, "total": sum(overview.sent_per_minute)}
+
+
+async def _render_overview(request: Request, template: str) -> Response:
+    try:
+        data = await with_db(request, lambda r: r.overview(request.app.state.settings.overview_count_cap))
+    except OutboxError as exc:
+        return problem(request, exc)
+    return render(request, template, o=data, chart=_chart(data))
+
+
+async def overview(request: Request) -> Response:
+    return await _render_overview(request, "overview.html")
+
+
+async def overview_fragment(request: Request) -> Response:
+    """The same panel alone, for htmx's 5-second refresh."""
+    return await _render_overview(request, "_overview.html")
+
+
+# --- lists and search -------------------------------------------------------------------------------
+def _status(text: str) -> Status:
+    for status in Status:
+        if status.value.lower() == text.lower():
+            return status
+    raise InvalidInput(f"status must be one of {', '.join(s.value for s in Status)}")
+
+
+async def email_list(request: Request) -> Response:
+    params = request.query_params
+    try:
+        limit = min(max(int(params.get("limit") or request.app.state.settings.page_size), 1), MAX_PAGE_SIZE)
+        q = params.get("q", "")
+        by = params.get("by", "notification_id")
+        cursor = params.get("cursor") or None
+        if len(q) > MAX_SEARCH_CHARS:
+            raise InvalidInput(f"search text is limited to {MAX_SEARCH_CHARS} characters")
+        if by not in ("notification_id", "recipient"):
+            raise InvalidInput("by must be notification_id or recipient")
+        if q:
+            after = None
+            if cursor:
+                id_text, _, value = cursor.partition(":")
+                after = (value, int(id_text))
+            page = await with_db(request, lambda r: r.search(by, q, after, limit))
+            status = None
+        else:
+            status = _status(params.get("status") or Status.UNKNOWN_OUTCOME.value)
+            before = int(cursor) if cursor else None
+            page = await with_db(request, lambda r: r.list_status(status, before, limit))
+    except ValueError:
+        return problem(request, InvalidInput("the page cursor or limit is not valid"))
+    except OutboxError as exc:
+        return problem(request, exc)
+    next_query = None
+    if page.next_cursor:
+        next_query = {"cursor": page.next_cursor, "limit": limit}
+        next_query.update({"q": q, "by": by} if q else {"status": status.value if status else ""})
+    return render(
+        request,
+        "list.html",
+        page=page,
+        status=status.value if status else None,
+        q=q,
+        by=by,
+        next_query=next_query,
+        limit=limit,
+    )
+
+
+# --- one email ----------------------------------------------------------------------------------------
+async def email_page(request: Request) -> Response:
+    attempt_id = int(request.path_params["attempt_id"])
+    try:
+        detail = await with_db(request, lambda r: r.email(attempt_id))
+    except OutboxError as exc:
+        return problem(request, exc)
+    notice = NOTICES.get(request.query_params.get("done", ""))
+    return render(request, "email.html", e=detail, f=detail.fields, notice=notice)
+
+
+async def email_html(request: Request) -> Response:
+    attempt_id = int(request.path_params["attempt_id"])
+    try:
+        html = await with_db(request, lambda r: r.html_body(attempt_id))
+    except OutboxError as exc:
+        return problem(request, exc)
+    if html is None:
+        return problem(request, NotFound("this email has no HTML body"))
+    response = HTMLResponse(html)
+    body_headers(response.headers)
+    return response
+
+
+def _reason(form: Any) -> str:
+    reason = str(form.get("reason") or "").strip()
+    if not reason:
+        raise InvalidInput("a reason is required: it goes into the audit event")
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidInput(f"the reason is limited to {MAX_REASON_CHARS} characters")
+    return reason
+
+
+def _refuse_read_only(request: Request) -> Response | None:
+    if not request.app.state.settings.can_act:
+        return render(
+            request,
+            "message.html",
+            status_code=403,
+            title="Read-only",
+            message="this console is read-only: its database account may not requeue or resolve",
+        )
+    return None
+
+
+async def requeue(request: Request) -> Response:
+    refused = _refuse_read_only(request)
+    if refused:
+        return refused
+    attempt_id = int(request.path_params["attempt_id"])
+    form = await request.form()
+    try:
+        reason = _reason(form)
+        who = actor(request)
+        affected = await with_db(request, lambda r: r.requeue(attempt_id, who, reason))
+    except OutboxError as exc:
+        return problem(request, exc)
+    log.info("requeued by %s: email %s", who, attempt_id)
+    return _back(attempt_id, "requeued" if affected else "unchanged")
+
+
+async def resolve(request: Request) -> Response:
+    refused = _refuse_read_only(request)
+    if refused:
+        return refused
+    attempt_id = int(request.path_params["attempt_id"])
+    form = await request.form()
+    try:
+        outcome = str(form.get("outcome") or "")
+        if outcome not in ("Sent", "Failed"):
+            raise InvalidInput("outcome must be Sent or Failed")
+        reason = _reason(form)
+        message_id = str(form.get("message_id") or "").strip() or None
+        if message_id and outcome != "Sent":
+            raise InvalidInput("a MessageId goes only with Sent")
+        who = actor(request)
+        affected = await with_db(request, lambda r: r.resolve(attempt_id, outcome, who, reason, message_id))
+    except OutboxError as exc:
+        return problem(request, exc)
+    log.info("resolved as %s by %s: email %s", outcome, who, attempt_id)
+    return _back(attempt_id, f"resolved-{outcome}" if affected else "unchanged")
+
+
+def _back(attempt_id: int, done: str) -> RedirectResponse:
+    return RedirectResponse(f"/emails/{attempt_id}?done={done}", status_code=303)
+
+
+# --- bulk ------------------------------------------------------------------------------------------
+# How long a confirmation page's frozen list may be applied.
+BULK_CONFIRM_SECONDS = 900
+
+
+def _sign(request: Request, action: str, ids: str, issued: str) -> str:
+    csrf: CsrfTokens = request.app.state.settings.csrf
+    return csrf.sign("bulk", request.state.user, action, ids, issued)
+
+
+async def bulk_form(request: Request) -> Response:
+    refused = _refuse_read_only(request)
+    if refused:
+        return refused
+    return render(request, "bulk.html", actions=ACTIONS, cap=request.app.state.settings.bulk_cap)
+
+
+async def bulk_preview(request: Request) -> Response:
+    refused = _refuse_read_only(request)
+    if refused:
+        return refused
+    form = await request.form()
+    cap = request.app.state.settings.bulk_cap
+    try:
+        action = str(form.get("action") or "")
+        if action not in ACTIONS:
+            raise InvalidInput("choose an action")
+        older_text = str(form.get("older_than") or "0s")
+        older = parse_duration(older_text)
+        prefix = str(form.get("recipient_prefix") or "").strip()
+        if len(prefix) > MAX_SEARCH_CHARS:
+            raise InvalidInput(f"the recipient prefix is limited to {MAX_SEARCH_CHARS} characters")
+        ids = await with_db(request, lambda r: r.unknown_outcome_ids(older, prefix, cap))
+    except OutboxError as exc:
+        return problem(request, exc)
+    capped = len(ids) > cap
+    ids = ids[:cap]
+    frozen = ",".join(map(str, ids))
+    return render(
+        request,
+        "bulk_confirm.html",
+        action=action,
+        action_label=ACTIONS[action],
+        ids=ids,
+        frozen=frozen,
+        issued=(issued := str(int(time.time()))),
+        signature=_sign(request, action, frozen, issued),
+        capped=capped,
+        cap=cap,
+        older_than=older_text,
+        prefix=prefix,
+        requeue_warning=REQUEUE_WARNING,
+    )
+
+
+async def bulk_apply(request: Request) -> Response:
+    refused = _refuse_read_only(request)
+    if refused:
+        return refused
+    form = await request.form()
+    cap = request.app.state.settings.bulk_cap
+    try:
+        action = str(form.get("action") or "")
+        frozen = str(form.get("ids") or "")
+        if action not in ACTIONS:
+            raise InvalidInput("choose an action")
+        issued = str(form.get("issued") or "")
+        if not hmac.compare_digest(_sign(request, action, frozen, issued), str(form.get("signature") or "")):
+            raise InvalidInput("the list of emails is not the one the confirmation page showed")
+        if not issued.isdigit() or time.time() - int(issued) > BULK_CONFIRM_SECONDS:
+            raise InvalidInput("the confirmation page is more than 15 minutes old: preview the list again")
+        if form.get("confirm") != "yes":
+            raise InvalidInput("tick the confirmation box to apply the action to the listed emails")
+        ids = [int(x) for x in frozen.split(",") if x]
+        if not ids or len(ids) > cap:
+            raise InvalidInput(f"a bulk action takes 1 to {cap} emails")
+        reason = _reason(form)
+        who = actor(request)
+
+        def apply(r: ConsoleReads) -> list[tuple[int, bool]]:
+            results = []
+            for attempt_id in ids:
+                if action == "requeue":
+                    affected = r.requeue(attempt_id, who, reason)
+                else:
+                    affected = r.resolve(attempt_id, action.split("-", 1)[1], who, reason, None)
+                results.append((attempt_id, bool(affected)))
+            return results
+
+        results = await with_db(request, apply)
+    except ValueError:
+        return problem(request, InvalidInput("the list of emails is not valid"))
+    except OutboxError as exc:
+        return problem(request, exc)
+    done = [i for i, ok in results if ok]
+    skipped = [i for i, ok in results if not ok]
+    log.info("bulk %s by %s: %d done, %d skipped", action, who, len(done), len(skipped))
+    return render(
+        request, "bulk_done.html", action_label=ACTIONS[action], done=done, skipped=skipped, total=len(ids)
+    )

@@ -1,0 +1,146 @@
+"""Connections to the outbox's database and what its errors mean: the connection layer under the
+repository. Picks the first host of a DSN that answers and is ready, and turns every driver error
+into one of email_outbox.errors, by the server's error code.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import mysql.connector
+from mysql.connector.abstracts import MySQLConnectionAbstract
+from mysql.connector.pooling import PooledMySQLConnection
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.errors import (
+    AccessDenied,
+    DatabaseUnavailable,
+    InvalidInput,
+    OutboxError,
+    ReadOnlyServer,
+    SchemaNotInstalled,
+    TransientDatabaseError,
+)
+
+Connection = MySQLConnectionAbstract | PooledMySQLConnection
+log = logging.getLogger("email_outbox.db.connection")
+
+# mysql-connector's C extension raises its own MySQLError (not a mysql.connector.Error) for some
+# failures, e.g. a COMMIT-time deadlock or an argument it cannot convert: both are driver errors.
+try:
+    from _mysql_connector import MySQLError as _CExtensionError
+except ImportError:  # the pure-Python connector
+    _CExtensionError = mysql.connector.Error
+DRIVER_ERRORS: tuple[type[Exception], ...] = (mysql.connector.Error, _CExtensionError)
+
+ER_SIGNAL_EXCEPTION = 1644
+ER_SP_DOES_NOT_EXIST = 1305
+ER_NO_SUCH_TABLE = 1146
+# --read-only (a replica): the server refuses the write before it happens.
+ER_OPTION_PREVENTS_STATEMENT = 1290
+# A value the server refused to convert to a parameter's type (out of range, wrong integer or date,
+# too long): bad input, never written.
+VALUE_REFUSED_ERRNOS = frozenset({1264, 1292, 1366, 1406, 1411})
+ER_NET_PACKET_TOO_LARGE = 1153
+ER_LOCK_DEADLOCK = 1213
+# Database, table, column and routine privilege refusals. 1045 (bad password) is a connect failure.
+ACCESS_DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1370})
+ER_LOCK_WAIT_TIMEOUT = 1205
+# Galera: "WSREP has not yet prepared node for application use", while a node joins or loses quorum.
+ER_WSREP_NOT_READY = 1047
+# MariaDB with innodb_snapshot_isolation=ON: a locking read met a row changed after the snapshot.
+# The statement's transaction is rolled back, like a deadlock, and is safe to retry the same way.
+ER_CHECKREAD = 1020
+# Server going away or refusing work: a new connection (maybe later) is the remedy.
+CONNECTION_ERRNOS = frozenset(
+    {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2003, 2006, 2013, 2055, 4031}
+)
+
+
+def connect(dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> Connection:
+    """A connection in autocommit mode (each worker-facing CALL commits on its own) to the first host
+    of the DSN that answers and, on a Galera node, is synced (wsrep_ready ON, wsrep_local_state 4).
+    A node that is joining, donating or has lost quorum would refuse or stall the outbox's writes."""
+    last: OutboxError | None = None
+    for host, port in dsn.endpoints():
+        try:
+            conn = mysql.connector.connect(
+                **dsn.at(host, port).connect_args(),
+                autocommit=True,
+                connection_timeout=int(max(1, connect_timeout)),
+            )
+        except DRIVER_ERRORS as exc:
+            last = translate_error(exc)
+            continue
+        unsynced = _galera_not_synced(conn)
+        if unsynced is None:
+            if (host, port) != (dsn.host, dsn.port):
+                log.warning(
+                    "connected to a later database host of the DSN", extra={"db_host": f"{host}:{port}"}
+                )
+            return conn
+        conn.close()
+        last = DatabaseUnavailable(f"{host}:{port} is a Galera node that is not synced ({unsynced})")
+    assert last is not None
+    raise last
+
+
+def first_ready(dsn: DatabaseDsn) -> DatabaseDsn:
+    """The DSN narrowed to the host `connect` would use now: for tools that take one host (yoyo)."""
+    if not dsn.alternates:
+        return dsn
+    conn = connect(dsn)
+    try:
+        return dsn.at(str(conn.server_host), int(conn.server_port))
+    finally:
+        conn.close()
+
+
+def _galera_not_synced(conn: Connection) -> str | None:
+    """None for a server that is not a Galera node or is synced; otherwise what is wrong."""
+    cursor = conn.cursor()
+    try:
+        cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        wsrep_on = cursor.fetchall()
+        if not wsrep_on or str(list(wsrep_on[0])[1]).upper() != "ON":  # MySQL, or MariaDB without Galera
+            return None
+        cursor.execute(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state', 'wsrep_local_state_comment')"
+        )
+        status = {str(name): str(value) for name, value in cursor.fetchall()}
+    finally:
+        cursor.close()
+    if status.get("wsrep_ready") == "ON" and status.get("wsrep_local_state") == "4":
+        return None
+    return f"wsrep_ready={status.get('wsrep_ready')}, state={status.get('wsrep_local_state_comment')}"
+
+
+def translate_error(exc: Exception) -> OutboxError:
+    errno = getattr(exc, "errno", None)
+    message = getattr(exc, "msg", None) or str(exc)
+    if errno == ER_SIGNAL_EXCEPTION or getattr(exc, "sqlstate", None) == "45000":
+        return InvalidInput(message)
+    if errno in VALUE_REFUSED_ERRNOS:
+        return InvalidInput(message)
+    if errno == ER_NET_PACKET_TOO_LARGE:
+        return InvalidInput(
+            f"{message}: the call is larger than the server's max_allowed_packet; raise it above your largest"
+            " message (a 40 MB message with base64 attachments needs about 64 MB)"
+        )
+    if errno == ER_OPTION_PREVENTS_STATEMENT and "read-only" in message:
+        return ReadOnlyServer(f"the server is read-only (a replica?): send writes to the primary ({message})")
+    if errno == ER_NO_SUCH_TABLE:
+        return SchemaNotInstalled(f"{message}: run `email-outbox migrate`")
+    if errno == ER_SP_DOES_NOT_EXIST:
+        return SchemaNotInstalled(
+            f"{message}: run `email-outbox migrate` (migration 0001_schema and procedures/)"
+        )
+    if errno in ACCESS_DENIED_ERRNOS:
+        return AccessDenied(message)
+    if errno in (ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT, ER_CHECKREAD, ER_WSREP_NOT_READY):
+        return TransientDatabaseError(f"error {errno}: {message}", errno)
+    if errno in CONNECTION_ERRNOS or isinstance(
+        exc, (mysql.connector.InterfaceError, mysql.connector.OperationalError)
+    ):
+        return DatabaseUnavailable(message)
+    return OutboxError(f"database error {errno}: {message}")

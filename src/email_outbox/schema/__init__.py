@@ -1,0 +1,2 @@
+"""The schema: yoyo migrations and procedures/ installed under one lock, drift checks, and the
+least-privilege roles."""

@@ -1,0 +1,131 @@
+"""Every procedure call the worker makes, and the one policy that decides which failures are retried.
+
+The policy (docs/design.md section 8):
+- deadlock, lock wait timeout, snapshot or certification conflict, a Galera node not ready
+  (TransientDatabaseError): the call was rolled back; retried up to `transient_attempts` times;
+- a lost connection (DatabaseUnavailable) or a procedure missing for a moment (SchemaNotInstalled:
+  MySQL 8 redeploys a procedure as DROP + CREATE): reconnect and retry until the call's deadline,
+  the end of the lease for a call about a claimed row; a call without a deadline (the claim) raises
+  at once and its caller backs off;
+- anything else is raised.
+Pauses between tries grow exponentially with jitter, up to `max_pause`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import DatabaseUnavailable, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.worker.stats import WorkerStats
+
+log = logging.getLogger("email_outbox.worker")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    # Sized for a cluster, where a third of claims may meet a certification conflict under load.
+    transient_attempts: int = 10
+    first_pause: float = 0.05
+    max_pause: float = 2.0
+
+    def pause(self, tries: int, rng: random.Random) -> float:
+        return min(math.ldexp(self.first_pause, min(tries - 1, 30)), self.max_pause) * (0.5 + rng.random())
+
+
+RETRY_POLICY = RetryPolicy()
+
+
+class DatabaseCalls:
+    """One connection per thread, opened on first use and dropped when it fails."""
+
+    def __init__(
+        self,
+        open_repository: Callable[[], OutboxRepository],
+        dsn: DatabaseDsn,
+        stats: WorkerStats,
+        rng: random.Random,
+        *,
+        give_up: Callable[[], bool] = lambda: False,
+        policy: RetryPolicy = RETRY_POLICY,
+    ) -> None:
+        self.open_repository = open_repository
+        self._dsn = dsn
+        self._stats = stats
+        self._rng = rng
+        self._give_up = give_up
+        self.policy = policy
+        self._local = threading.local()
+
+    def repository(self) -> OutboxRepository:
+        repo: OutboxRepository | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = self.open_repository()
+            self._local.repo = repo
+            # A DSN may list several hosts: count each connection that went to another than the first.
+            if self._dsn.alternates:
+                endpoint = (
+                    str(getattr(repo.connection, "server_host", "")),
+                    int(getattr(repo.connection, "server_port", 0)),
+                )
+                if endpoint != (self._dsn.host, self._dsn.port):
+                    self._stats.add("db_errors", "connected_to_later_host")
+        return repo
+
+    def drop(self) -> None:
+        """Close this thread's connection; the next call opens a new one."""
+        repo: OutboxRepository | None = getattr(self._local, "repo", None)
+        if repo is not None:
+            repo.close()
+        self._local.repo = None
+
+    def call(
+        self,
+        what: str,
+        op: Callable[[OutboxRepository], T],
+        *,
+        deadline: float | None = None,
+        losses: list[str] | None = None,
+    ) -> T:
+        """`op` on this thread's connection, under the retry policy. A lost connection is appended to
+        `losses`: the caller then knows an earlier try may have committed."""
+        transient = tries = 0
+        while True:
+            tries += 1
+            pause = self.policy.pause(tries, self._rng)
+            try:
+                result = op(self.repository())
+                self._stats.last_db_success = time.monotonic()
+                return result
+            except TransientDatabaseError as exc:
+                # Counted by the server's error code: on a Galera cluster 1213 is a certification
+                # conflict, normal under load, and its rate is worth watching apart from 1205 or 1047.
+                self._stats.add("db_errors", str(exc.errno or "transient"))
+                transient += 1
+                if transient > self.policy.transient_attempts:
+                    raise
+                log.warning(
+                    "retrying after a transient database error",
+                    extra={"call": what, "error_code": exc.errno, "attempt": transient, "error": str(exc)},
+                )
+            except (DatabaseUnavailable, SchemaNotInstalled) as exc:
+                lost = isinstance(exc, DatabaseUnavailable)
+                self._stats.add("db_errors", "unavailable" if lost else "procedure_missing")
+                if lost:
+                    self.drop()
+                    if losses is not None:
+                        losses.append(str(exc))
+                if deadline is None or time.monotonic() + pause > deadline or self._give_up():
+                    raise
+                log.warning("database call failed, retrying", extra={"call": what, "error": str(exc)})
+            time.sleep(pause)

@@ -1,0 +1,221 @@
+"""The only code that calls the finalize and release procedures.
+
+Each call is fenced by the claim token in SQL: it changes the row only while this replica still holds
+the claim, and returns the affected-row count. The finalizer retries under the one policy of
+`DatabaseCalls`, until the end of the lease, and says what happened when it gives up: the row stays
+Processing and the lease sweep moves it to UnknownOutcome (it may have been sent), or, for a release,
+back to where it was claimed from at the next claim (it was not sent).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from email_outbox import failpoints
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import InvalidInput, OutboxError
+from email_outbox.models import FinalizeItem
+from email_outbox.worker.actions import START, Action, Step, release_unsent
+from email_outbox.worker.claim import Claim
+from email_outbox.worker.database import DatabaseCalls
+from email_outbox.worker.group_commit import GroupCommit
+from email_outbox.worker.stats import WorkerStats
+
+log = logging.getLogger("email_outbox.worker")
+
+
+@dataclass(frozen=True)
+class Landing:
+    """What became of one finalize: the affected-row count, or the error that stopped it, and whether
+    the connection was lost on the way (an earlier try may then have committed)."""
+
+    affected: int = 0
+    error: OutboxError | None = None
+    reconnected: bool = False
+
+
+# What one slot tells the database at once: a claim and the action for it, then optionally the start
+# of the reservation it sends next.
+Report = tuple[tuple[Claim, Action], ...]
+
+
+class Finalizer:
+    def __init__(self, database: DatabaseCalls, stats: WorkerStats) -> None:
+        self._database = database
+        self._stats = stats
+        self._group: GroupCommit[Report, tuple[Landing, ...]] = GroupCommit(self._land_reports)
+
+    def apply(self, claim: Claim, action: Action) -> bool:
+        """Tell the database what became of the claimed row; True if the change landed."""
+        return self.apply_and_start(claim, action, None)[0]
+
+    def apply_and_start(self, claim: Claim, action: Action, following: Claim | None) -> tuple[bool, bool]:
+        """`apply`, and in the same call the start mark of `following`, the reservation this slot sends
+        next: (the change landed, `following` may be sent now)."""
+        if action.step is not Step.RELEASE:
+            failpoints.hit("before_finalize")
+            failpoints.hit_soon("during_finalize")
+        report = ((claim, action),) if following is None else ((claim, action), (following, START))
+        landings = self._group.submit(report)
+        landed = self._report(claim, action, landings[0])
+        if following is None:
+            return landed, False
+        started = landings[1].error is None and landings[1].affected == 1
+        if started:
+            self._stats.add("finalize", "started")
+        else:
+            self._stats.add("finalize", "start_refused")
+            log.warning(
+                "a reservation could not be started (claim no longer held or lease over): not sent",
+                extra={**following.context(), "error": str(landings[1].error or "")},
+            )
+            # A start that failed, or was refused after a reconnect, may still have landed: give the row
+            # back (fenced; a no-op if it is no longer held) instead of leaving a started row that was
+            # never sent for the sweep to make UnknownOutcome.
+            self.release_all([following], "start not confirmed")
+        return landed, started
+
+    def release_all(self, claims: Sequence[Claim], reason: str) -> None:
+        """Give back reservations that will not be sent, in one call."""
+        if claims:
+            action = release_unsent(reason)
+            for claim, landing in zip(
+                claims, self._group.submit(tuple((c, action) for c in claims)), strict=True
+            ):
+                self._report(claim, action, landing)
+
+    def _report(self, claim: Claim, action: Action, landing: Landing) -> bool:
+        ctx = {**claim.context(), "claim_token": claim.token, "step": action.step.value}
+        if action.step is Step.SENT:
+            ctx["message_id"] = action.message_id
+        elif action.step is Step.RELEASE:
+            ctx.update(reason=action.reason, delay_s=action.delay_seconds)
+        if landing.error is not None:
+            self._stats.add("finalize", f"{action.step.value}_never_landed")
+            fate = "it was not sent" if action.step is Step.RELEASE else "it may have been sent"
+            log.error(
+                f"finalize never landed; the row goes UnknownOutcome when its lease ends ({fate})",
+                extra={**ctx, "error": str(landing.error)},
+            )
+            return False
+        if landing.affected == 1:
+            self._stats.add("finalize", action.step.value)
+            log.debug(action.step.value, extra=ctx)
+            return True
+        if landing.reconnected:
+            # The connection dropped during an earlier try, which may have committed: a refusal now
+            # can be our own finalize already in place.
+            self._stats.add("finalize", f"{action.step.value}_refused_after_reconnect")
+            log.warning("finalize refused after a reconnect; the earlier try may have landed", extra=ctx)
+        else:
+            self._stats.add("finalize", "stale_claimant")
+            log.error(
+                "finalize refused: this worker no longer holds the claim (lease swept or taken over);"
+                " not retried",
+                extra=ctx,
+            )
+        return False
+
+    def _land_reports(self, reports: Sequence[Report]) -> list[tuple[Landing, ...]]:
+        """The reports of several slots in one call; each gets its own parts' landings back."""
+        parts = [part for report in reports for part in report]
+        self._stats.record_finalize_group(len(parts))
+        landings = iter(self._land(parts))
+        return [tuple(next(landings) for _ in report) for report in reports]
+
+    def _land(self, group: Sequence[tuple[Claim, Action]]) -> list[Landing]:
+        """One call for the group: the row's own procedure when it is alone, email_finalize_and_start
+        for one slot's finalize and next start (a slow send's path: a third cheaper than the batch on
+        the server), email_finalize_batch otherwise; under the retry policy until the earliest lease
+        in the group ends."""
+        if len(group) == 1:
+            claim, action = group[0]
+            return [self._call(f"finalize_{action.step.value}", _procedure(claim, action), claim.deadline)]
+        if len(group) == 2 and group[0][1].step is not Step.START and group[1][1].step is Step.START:
+            return self._land_with_start(group[0], group[1][0])
+        items = [_item(claim, action) for claim, action in group]
+        losses: list[str] = []
+        try:
+            results = self._database.call(
+                "finalize_batch",
+                lambda r: r.finalize_batch(items),
+                deadline=min(claim.deadline for claim, _ in group),
+                losses=losses,
+            )
+        except InvalidInput:
+            # Not expected from items built here; land each alone so one cannot sink the others.
+            return [self._land([member])[0] for member in group]
+        except OutboxError as exc:
+            return [Landing(error=exc, reconnected=bool(losses))] * len(group)
+        return [Landing(r.affected, reconnected=bool(losses)) for r in results]
+
+    def _land_with_start(self, finalize: tuple[Claim, Action], following: Claim) -> list[Landing]:
+        claim, action = finalize
+        losses: list[str] = []
+        try:
+            result, started = self._database.call(
+                "finalize_and_start",
+                lambda r: r.finalize_and_start(_item(claim, action), following.id, following.token),
+                deadline=min(claim.deadline, following.deadline),
+                losses=losses,
+            )
+        except InvalidInput:
+            # Not expected from arguments built here; land each alone so one cannot sink the other.
+            return [self._land([finalize])[0], self._land([(following, START)])[0]]
+        except OutboxError as exc:
+            return [Landing(error=exc, reconnected=bool(losses))] * 2
+        return [
+            Landing(result.affected, reconnected=bool(losses)),
+            Landing(int(started), reconnected=bool(losses)),
+        ]
+
+    def _call(self, what: str, procedure: Callable[[OutboxRepository], int], deadline: float) -> Landing:
+        losses: list[str] = []
+        try:
+            affected = self._database.call(what, procedure, deadline=deadline, losses=losses)
+        except OutboxError as exc:
+            return Landing(error=exc, reconnected=bool(losses))
+        return Landing(affected, reconnected=bool(losses))
+
+
+def _item(claim: Claim, action: Action) -> FinalizeItem:
+    """The row's finalize as an item of email_finalize_batch: the same change as `_procedure`'s."""
+    return FinalizeItem(
+        id=claim.id,
+        claim_token=claim.token,
+        outcome=action.step.value,
+        provider_message_id=action.message_id if action.step is Step.SENT else None,
+        error_code=action.error_code if action.step in (Step.FAILED, Step.RETRY) else None,
+        error_message=action.error_message
+        if action.step in (Step.FAILED, Step.RETRY, Step.UNKNOWN)
+        else None,
+        delay_seconds=action.delay_seconds if action.step in (Step.RETRY, Step.RELEASE) else 0,
+    )
+
+
+def _procedure(claim: Claim, action: Action) -> Callable[[OutboxRepository], int]:
+    """The one procedure call that carries `action` for `claim`, returning its affected-row count."""
+    row, token = claim.id, claim.token
+    if action.step is Step.SENT:
+        assert action.message_id is not None
+        message_id = action.message_id
+        return lambda r: r.finalize_sent(row, token, message_id)
+    if action.step is Step.UNKNOWN:
+        return lambda r: r.finalize_unknown(row, token, action.error_message)
+    if action.step is Step.RELEASE:
+        return lambda r: r.release_claim(row, token, action.delay_seconds)
+    if action.step is Step.START:
+        return lambda r: r.start_send(row, token)
+    permanent = action.step is Step.FAILED
+    return lambda r: (
+        r.finalize_failure(
+            row,
+            token,
+            permanent=permanent,
+            error_code=action.error_code,
+            error_message=action.error_message,
+            retry_delay_seconds=action.delay_seconds,
+        ).affected
+    )

@@ -1,0 +1,346 @@
+"""Prometheus metrics and a health check for one worker replica, on one small HTTP server.
+
+GET /metrics  the Prometheus text format: the replica's counters (email_outbox.worker.stats) read at scrape
+              time, plus the live queue (Pending, Retrying, Processing) per status, refreshed every
+              `stats_interval` seconds from `email_outbox_queue_stats` on a connection of its own
+              (its cost follows the backlog, not the history).
+GET /healthz  200 while the delivery loop turns and the database answered recently; 503 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from http import HTTPStatus
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import OutboxError
+from email_outbox.models import Status, StatusCount
+from email_outbox.worker.stats import Distribution, WorkerStats
+
+log = logging.getLogger("email_outbox.worker.metrics")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass
+class QueueSnapshot:
+    counts: list[StatusCount] = field(default_factory=list)
+    database_now: datetime | None = None
+    sampled_at: float = 0.0
+
+    def oldest_due_age_seconds(self) -> float:
+        due = [
+            c.oldest_due_at
+            for c in self.counts
+            if c.status in (Status.PENDING, Status.RETRYING) and c.oldest_due_at is not None
+        ]
+        if not due or self.database_now is None:
+            return 0.0
+        return max(0.0, (self.database_now - min(due)).total_seconds())
+
+
+class WorkerCollector(Collector):
+    """Presents WorkerStats and the latest queue snapshot as Prometheus metric families."""
+
+    def __init__(self, stats: WorkerStats, queue: Callable[[], QueueSnapshot], worker_id: str) -> None:
+        self.stats = stats
+        self.queue = queue
+        self.worker_id = worker_id
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.stats
+        with s.lock:
+            outcomes = dict(s.outcomes)
+            finalize = dict(s.finalize)
+            db_errors = dict(s.db_errors)
+            claims, claimed_rows = s.claims, s.claimed_rows
+            claim_sizes = s.claim_sizes.copy()
+            finalize_groups = s.finalize_group_sizes.copy()
+            send_latency = s.send_latency.copy()
+            throttles, pauses, in_flight = s.throttle_events, s.pause_events, s.in_flight
+            last_db, last_loop = s.last_db_success, s.last_loop
+
+        yield _labelled(
+            CounterMetricFamily,
+            "email_outbox_sends",
+            "SES calls by classified outcome (accepted, permanent, transient, throttled, account, ambiguous, disabled)",
+            "outcome",
+            outcomes,
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "email_outbox_finalize",
+            "Finalize and release results: sent, retry, failed, unknown, released, started, stale_claimant"
+            " (refused: the claim was no longer held), *_never_landed, *_refused_after_reconnect",
+            "result",
+            finalize,
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "email_outbox_db_errors",
+            "Database errors by kind: the server error code of a retried transient error (1213 deadlock or Galera certification conflict, 1205 lock wait, 1020 snapshot, 1047 Galera node not ready), or unavailable (reconnected)",
+            "kind",
+            db_errors,
+        )
+        yield CounterMetricFamily("email_outbox_claims", "email_claim_batch calls", value=claims)
+        yield CounterMetricFamily("email_outbox_claimed_rows", "Rows claimed", value=claimed_rows)
+        yield _histogram("email_outbox_claim_batch_size", "Rows per claim", claim_sizes)
+        yield _histogram(
+            "email_outbox_finalize_group_size",
+            "Finalizes, releases and start marks per database call (one alone: its own procedure;"
+            " a finalize and its slot's next start: email_finalize_and_start; more: email_finalize_batch)",
+            finalize_groups,
+        )
+        yield _histogram("email_outbox_send_seconds", "SES SendEmail call duration", send_latency)
+        yield GaugeMetricFamily("email_outbox_in_flight", "Claimed rows not yet finalized", value=in_flight)
+        yield CounterMetricFamily("email_outbox_throttle_events", "SES throttling answers", value=throttles)
+        yield CounterMetricFamily(
+            "email_outbox_pause_events", "Replica pauses after an SES account problem", value=pauses
+        )
+        now = time.monotonic()
+        yield GaugeMetricFamily(
+            "email_outbox_seconds_since_db_success",
+            "Seconds since the database last answered this replica",
+            value=now - last_db if last_db else float("inf"),
+        )
+        yield GaugeMetricFamily(
+            "email_outbox_seconds_since_loop",
+            "Seconds since the delivery loop last turned",
+            value=now - last_loop if last_loop else float("inf"),
+        )
+
+        snapshot = self.queue()
+        if snapshot.sampled_at:
+            depth = GaugeMetricFamily(
+                "email_outbox_queue_depth",
+                "Rows per live status (email_outbox_queue_stats)",
+                labels=["status"],
+            )
+            for c in snapshot.counts:
+                depth.add_metric([c.status.value], c.count)
+            yield depth
+            yield GaugeMetricFamily(
+                "email_outbox_oldest_due_age_seconds",
+                "How long the oldest due Pending/Retrying row has waited (database clock)",
+                value=snapshot.oldest_due_age_seconds(),
+            )
+            yield GaugeMetricFamily(
+                "email_outbox_queue_sample_age_seconds",
+                "Seconds since the queue depth was read",
+                value=now - snapshot.sampled_at,
+            )
+        info = GaugeMetricFamily("email_outbox_worker_info", "This replica", labels=["worker_id"])
+        info.add_metric([self.worker_id], 1)
+        yield info
+
+
+def _labelled(kind: Any, name: str, doc: str, label: str, values: dict[str, int]) -> Metric:
+    family = kind(name, doc, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family  # type: ignore[no-any-return]
+
+
+def _histogram(name: str, doc: str, d: Distribution) -> Metric:
+    return HistogramMetricFamily(name, doc, buckets=d.cumulative(), sum_value=d.total)
+
+
+class QueueSampler:
+    """Reads email_outbox_stats every `interval` seconds on its own connection.
+
+    Its success does not count toward /healthz: health is about the delivery loop's own calls.
+    """
+
+    def __init__(
+        self,
+        open_repository: Callable[[], OutboxRepository],
+        interval: float,
+        stopping: threading.Event,
+    ) -> None:
+        self.open_repository = open_repository
+        self.interval = interval
+        self.stopping = stopping
+        self.latest = QueueSnapshot()
+        self.thread = threading.Thread(target=self._run, name="queue-sampler", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def sample(self, repo: OutboxRepository) -> None:
+        counts = repo.queue_stats()
+        now = repo.database_time()
+        self.latest = QueueSnapshot(counts, now, time.monotonic())
+
+    def _run(self) -> None:
+        repo: OutboxRepository | None = None
+        while not self.stopping.is_set():
+            try:
+                repo = repo or self.open_repository()
+                self.sample(repo)
+            except OutboxError as exc:
+                log.warning("queue depth not read", extra={"error": str(exc)})
+                if repo is not None:
+                    repo.close()
+                repo = None
+            self.stopping.wait(self.interval)
+        if repo is not None:
+            repo.close()
+
+
+@dataclass
+class Health:
+    stats: WorkerStats
+    stale_after: float
+    # False: the worker was started with the provider disabled and claims nothing, by design.
+    provider_enabled: bool = True
+
+    def check(self) -> tuple[bool, dict[str, Any]]:
+        now = time.monotonic()
+        with self.stats.lock:
+            last_db, last_loop = self.stats.last_db_success, self.stats.last_loop
+        loop_age = now - last_loop if last_loop else None
+        db_age = now - last_db if last_db else None
+        ok = (
+            loop_age is not None
+            and loop_age <= self.stale_after
+            and db_age is not None
+            and db_age <= self.stale_after
+        )
+        return ok, {
+            "ok": ok,
+            "seconds_since_loop": None if loop_age is None else round(loop_age, 3),
+            "seconds_since_db_success": None if db_age is None else round(db_age, 3),
+            "stale_after_seconds": self.stale_after,
+            "provider_enabled": self.provider_enabled,
+            "claiming": self.provider_enabled,
+        }
+
+
+class MetricsServer:
+    """The /metrics and /healthz endpoint: one thread running an asyncio server.
+
+    Bounded by construction: one thread whatever the number of clients, at most `max_connections`
+    open at once (the rest are closed on arrival), a request must arrive within `read_timeout`
+    seconds and fit in `MAX_REQUEST_BYTES`. A scanner holding hundreds of idle connections costs file
+    descriptors, not threads, and never delays a send.
+    """
+
+    MAX_REQUEST_BYTES = 8192
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        health: Health,
+        *,
+        read_timeout: float = 5.0,
+        max_connections: int = 64,
+    ) -> None:
+        self.registry = registry
+        self.health = health
+        self.read_timeout = read_timeout
+        self.max_connections = max_connections
+        self.open_connections = 0
+        self.loop = asyncio.new_event_loop()
+        # Bound here, in the caller's thread, so a taken port fails the start, not a background thread.
+        self._socket = socket.create_server((host, port), reuse_port=False)
+        self._server: asyncio.Server | None = None
+        self.thread = threading.Thread(target=self._serve, name="metrics", daemon=True)
+        self._ready = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return int(self._socket.getsockname()[1])
+
+    def start(self) -> None:
+        self.thread.start()
+        self._ready.wait(5)
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self._server = self.loop.run_until_complete(
+            asyncio.start_server(self._handle, sock=self._socket, limit=self.MAX_REQUEST_BYTES)
+        )
+        self._ready.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self._server.close()
+            self.loop.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.open_connections >= self.max_connections:
+            writer.close()
+            return
+        self.open_connections += 1
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.read_timeout)
+            status, content_type, body = self._answer(head)
+            writer.write(
+                f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            await asyncio.wait_for(writer.drain(), self.read_timeout)
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            self.open_connections -= 1
+            writer.close()
+
+    def _answer(self, head: bytes) -> tuple[int, str, bytes]:
+        parts = head.split(b"\r\n", 1)[0].split()
+        if len(parts) != 3 or parts[0] != b"GET":
+            return 405, "text/plain", b"only GET /metrics and GET /healthz\n"
+        path = parts[1].split(b"?", 1)[0]
+        if path == b"/metrics":
+            return 200, CONTENT_TYPE, generate_latest(self.registry)
+        if path == b"/healthz":
+            ok, detail = self.health.check()
+            return 200 if ok else 503, "application/json", json.dumps(detail).encode()
+        return 404, "text/plain", b"not found: try /metrics or /healthz\n"
+
+
+def start_metrics(
+    stats: WorkerStats,
+    worker_id: str,
+    open_repository: Callable[[], OutboxRepository],
+    stopping: threading.Event,
+    *,
+    host: str,
+    port: int,
+    stats_interval: float,
+    stale_after: float,
+    provider_enabled: bool = True,
+) -> tuple[MetricsServer, QueueSampler]:
+    sampler = QueueSampler(open_repository, stats_interval, stopping)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(stats, lambda: sampler.latest, worker_id))
+    server = MetricsServer(host, port, registry, Health(stats, stale_after, provider_enabled))
+    server.start()
+    sampler.start()
+    return server, sampler

@@ -1,0 +1,99 @@
+"""What a worker replica did, counted in process: read by the metrics endpoint and logged at exit.
+
+Plain counters and cumulative histograms under one lock, with no dependency on a metrics library:
+email_outbox.worker.metrics presents them to Prometheus at scrape time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+SEND_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+CLAIM_SIZE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+@dataclass
+class Distribution:
+    """A cumulative histogram: counts per upper bound (plus +Inf), sum and count. Bounded memory."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def copy(self) -> Distribution:
+        return Distribution(self.bounds, list(self.counts), self.total, self.count)
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(le, cumulative count) pairs, '+Inf' last, as the Prometheus text format wants them."""
+        out, running = [], 0
+        for bound, n in zip([*map(str, self.bounds), "+Inf"], self.counts, strict=True):
+            running += n
+            out.append((bound, running))
+        return out
+
+
+@dataclass
+class WorkerStats:
+    outcomes: Counter[str] = field(default_factory=Counter)
+    finalize: Counter[str] = field(default_factory=Counter)
+    db_errors: Counter[str] = field(default_factory=Counter)
+    claims: int = 0
+    claimed_rows: int = 0
+    claim_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
+    finalize_group_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
+    send_latency: Distribution = field(default_factory=lambda: Distribution(SEND_SECONDS_BUCKETS))
+    # Recent samples only (the throttle logic's view of the current send rate): a replica runs for
+    # weeks, so nothing here may grow without bound.
+    recent_send_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=50))
+    throttle_events: int = 0
+    pause_events: int = 0
+    in_flight: int = 0
+    last_db_success: float = 0.0
+    last_loop: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, counter: str, key: str, n: int = 1) -> None:
+        with self.lock:
+            getattr(self, counter)[key] += n
+
+    def record_claim(self, rows: int) -> None:
+        with self.lock:
+            self.claims += 1
+            self.claimed_rows += rows
+            self.claim_sizes.observe(rows)
+
+    def record_finalize_group(self, rows: int) -> None:
+        with self.lock:
+            self.finalize_group_sizes.observe(rows)
+
+    def record_send(self, outcome: str, seconds: float) -> None:
+        with self.lock:
+            self.outcomes[outcome] += 1
+            self.send_latency.observe(seconds)
+            self.recent_send_seconds.append(seconds)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "outcomes": dict(self.outcomes),
+                "finalize": dict(self.finalize),
+                "db_errors": dict(self.db_errors),
+                "claims": self.claims,
+                "claimed_rows": self.claimed_rows,
+                "throttle_events": self.throttle_events,
+                "pause_events": self.pause_events,
+            }

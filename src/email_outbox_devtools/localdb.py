@@ -1,0 +1,20 @@
+"""A database set up for local use (tests, the demo, the soak, the benchmarks): migrated, and with the
+example domain on the sender allow-list, as an operator would add a real one."""
+
+from __future__ import annotations
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.schema.migrate import MigrateReport, migrate
+
+LOCAL_SENDER_DOMAIN = "@example.com"
+
+
+def migrate_for_local_use(dsn: DatabaseDsn) -> MigrateReport:
+    report = migrate(dsn)
+    repo = OutboxRepository.open(dsn)
+    try:
+        repo.sender_add(LOCAL_SENDER_DOMAIN, "", "devtools", "the local demo and test sender domain")
+    finally:
+        repo.close()
+    return report

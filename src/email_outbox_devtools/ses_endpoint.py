@@ -1,0 +1,324 @@
+"""A local SESv2-compatible HTTP endpoint: a real HTTP peer for boto3, with faults on demand.
+
+It implements SendEmail (POST /v2/email/outbound-emails), records every message it accepts in full (with
+its EmailTags, so tests count sends per outbox id), and injects faults by rule: latency, throttling,
+5xx, permanent rejection, account problems, a read timeout after accepting (the message counts as
+sent but the client never hears), and connection resets before or after accepting.
+
+Control, for tests in other processes: GET /_control/accepted, PUT /_control/faults (a JSON list of
+rules, replacing the current ones), POST /_control/reset, POST /_control/release (let held sends go).
+
+Run standalone: python -m email_outbox_devtools.ses_endpoint --port 4579
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import socket
+import struct
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+SEND_EMAIL_PATH = "/v2/email/outbound-emails"
+
+FAULT_KINDS = (
+    "latency",  # sleep `seconds`, then answer normally
+    "throttle",  # 429 TooManyRequestsException
+    "error",  # `status` with error `code` (default 500 InternalFailure)
+    "reject",  # 400 MessageRejected
+    "account",  # 400 with `code` (default SendingPausedException)
+    "timeout_after_accept",  # record the message, then say nothing for `seconds` and close
+    "reset_after_accept",  # record the message, then reset the connection
+    "reset_before_accept",  # reset the connection without recording
+    "hold_after_accept",  # record the message, then answer 200 only once released (or after `seconds`)
+)
+
+
+@dataclass
+class FaultRule:
+    kind: str
+    remaining: int | None = None  # None: every matching request
+    probability: float = 1.0
+    match: str | None = None  # substring of the recipient address
+    seconds: float = 0.0
+    status: int = 500
+    code: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; one of {', '.join(FAULT_KINDS)}")
+
+
+@dataclass
+class AcceptedMessage:
+    message_id: str
+    to: list[str]
+    from_address: str | None
+    subject: str | None
+    text: str | None
+    html: str | None
+    tags: dict[str, str]
+    configuration_set: str | None
+    accepted_at: float
+    # The whole SendEmail request as it arrived (attachments' RawContent base64, as botocore sends it),
+    # so tests compare every recipient, header, tag and attachment byte with what was enqueued.
+    request: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def outbox_id(self) -> str | None:
+        return self.tags.get("outbox_id")
+
+
+@dataclass
+class EndpointState:
+    rules: list[FaultRule] = field(default_factory=list)
+    accepted: list[AcceptedMessage] = field(default_factory=list)
+    # Accepted messages whose 200 is being held back right now (hold_after_accept).
+    holding: list[AcceptedMessage] = field(default_factory=list)
+    requests: int = 0
+    reject_prefix: str = "reject"
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    released: threading.Event = field(default_factory=threading.Event)
+    rng: random.Random = field(default_factory=lambda: random.Random(7))
+
+    def pick_rule(self, recipient: str) -> FaultRule | None:
+        with self.lock:
+            self.requests += 1
+            for rule in self.rules:
+                if rule.match is not None and rule.match not in recipient:
+                    continue
+                if rule.remaining is not None and rule.remaining <= 0:
+                    continue
+                if rule.probability < 1.0 and self.rng.random() >= rule.probability:
+                    continue
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                return rule
+        return None
+
+    def record(self, body: dict[str, Any]) -> AcceptedMessage:
+        tags = {t.get("Name", ""): t.get("Value", "") for t in body.get("EmailTags", [])}
+        simple = body.get("Content", {}).get("Simple", {}) or {}
+        subject = (simple.get("Subject") or {}).get("Data")
+        parts = simple.get("Body") or {}
+        message = AcceptedMessage(
+            message_id=f"local-{uuid.uuid4()}",
+            to=list(body.get("Destination", {}).get("ToAddresses", [])),
+            from_address=body.get("FromEmailAddress"),
+            subject=subject,
+            text=(parts.get("Text") or {}).get("Data"),
+            html=(parts.get("Html") or {}).get("Data"),
+            tags=tags,
+            configuration_set=body.get("ConfigurationSetName"),
+            accepted_at=time.time(),
+            request=body,
+        )
+        with self.lock:
+            self.accepted.append(message)
+        return message
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body leave in two writes; with Nagle on, the body waits for the client's delayed
+        # ACK (40 ms on Linux), which capped every sender at about 20 requests/s per connection.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, code: str, message: str) -> None:
+        self._json(status, {"message": message}, {"x-amzn-ErrorType": code})
+
+    def _reset(self) -> None:
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close_connection = True
+        self.connection.close()
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def do_GET(self) -> None:
+        state = self.server.state
+        if self.path == "/_control/accepted":
+            with state.lock:
+                payload = [asdict(m) for m in state.accepted]
+            self._json(200, payload)
+        elif self.path == "/_control/health":
+            self._json(200, {"ok": True, "requests": state.requests})
+        else:
+            self._error(404, "NotFoundException", f"no route {self.path}")
+
+    def do_PUT(self) -> None:
+        if self.path != "/_control/faults":
+            self._error(404, "NotFoundException", f"no route {self.path}")
+            return
+        rules = [FaultRule(**r) for r in json.loads(self._body() or b"[]")]
+        with self.server.state.lock:
+            self.server.state.rules = rules
+        self._json(200, {"rules": len(rules)})
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        raw = self._body()
+        if self.path == "/_control/reset":
+            with state.lock:
+                state.rules, state.accepted, state.requests = [], [], 0
+            state.released.clear()
+            self._json(200, {"ok": True})
+            return
+        if self.path == "/_control/release":
+            state.released.set()
+            self._json(200, {"ok": True})
+            return
+        if self.path != SEND_EMAIL_PATH:
+            self._error(404, "NotFoundException", f"operation at {self.path} is not implemented here")
+            return
+        if "Authorization" not in self.headers:
+            self._error(403, "AccessDeniedException", "request is not signed")
+            return
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._error(400, "BadRequestException", "body is not JSON")
+            return
+        recipients = body.get("Destination", {}).get("ToAddresses", [])
+        if not recipients or not body.get("FromEmailAddress"):
+            self._error(400, "BadRequestException", "FromEmailAddress and a destination are required")
+            return
+        recipient = recipients[0]
+        rule = state.pick_rule(recipient)
+        kind = rule.kind if rule else None
+        if kind == "latency" and rule:
+            time.sleep(rule.seconds)
+        elif kind == "throttle":
+            self._error(429, "TooManyRequestsException", "Maximum sending rate exceeded.")
+            return
+        elif kind == "error" and rule:
+            self._error(rule.status, rule.code or "InternalFailure", "injected server error")
+            return
+        elif kind == "account" and rule:
+            self._error(400, rule.code or "SendingPausedException", "sending is paused for this account")
+            return
+        elif kind == "reset_before_accept":
+            self._reset()
+            return
+        if kind == "reject" or recipient.split("@")[0].startswith(state.reject_prefix):
+            self._error(400, "MessageRejected", f"Email address is not verified or rejected: {recipient}")
+            return
+        message = state.record(body)
+        if kind == "timeout_after_accept" and rule:
+            time.sleep(rule.seconds)
+            self._reset()
+            return
+        if kind == "reset_after_accept":
+            self._reset()
+            return
+        if kind == "hold_after_accept" and rule:
+            with state.lock:
+                state.holding.append(message)
+            state.released.wait(rule.seconds or None)
+            with state.lock:
+                state.holding.remove(message)
+        self._json(200, {"MessageId": message.message_id})
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    state: EndpointState
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (its read timeout) or was killed mid-request is part of the job.
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class SesEndpoint:
+    """The endpoint in a background thread of this process."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.server = _Server((host, port), _Handler)
+        self.server.state = EndpointState()
+        self.thread = threading.Thread(target=self.server.serve_forever, name="ses-endpoint", daemon=True)
+
+    @property
+    def state(self) -> EndpointState:
+        return self.server.state
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> SesEndpoint:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.state.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def set_faults(self, *rules: FaultRule) -> None:
+        with self.state.lock:
+            self.state.rules = list(rules)
+
+    def accepted(self) -> list[AcceptedMessage]:
+        with self.state.lock:
+            return list(self.state.accepted)
+
+    def accepted_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for message in self.accepted():
+            key = message.outbox_id or "?"
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    def __enter__(self) -> SesEndpoint:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="local SESv2 SendEmail endpoint")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=4579)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every send")
+    args = parser.parse_args()
+    endpoint = SesEndpoint(args.port, args.host)
+    if args.latency:
+        endpoint.set_faults(FaultRule("latency", seconds=args.latency))
+    print(f"SES endpoint listening on {endpoint.url}", flush=True)
+    endpoint.server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""email_finalize_batch: several finalizes in one call, each with its own fence and its single
+procedure's exact change; a malformed item refuses the whole call and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import InvalidInput
+from email_outbox.models import FinalizeItem, Status
+from tests.support.helpers import enqueue_many, scalar, token
+
+
+def claimed(repo: OutboxRepository, count: int, **kwargs: Any) -> list[tuple[int, str]]:
+    out = []
+    for attempt_id in enqueue_many(repo, count, prefix=token(), **kwargs):
+        t = token()
+        assert repo.try_claim(attempt_id, t, "worker-a", 60) == 1
+        out.append((attempt_id, t))
+    return out
+
+
+def raw_batch(repo: OutboxRepository, document: str) -> list[tuple[Any, ...]]:
+    with repo._cursor() as cursor:
+        cursor.execute("CALL email_finalize_batch(%s)", (document,))
+        rows = [tuple(r.values()) for r in cursor.fetchall()]
+        while cursor.nextset():
+            pass
+        return rows
+
+
+def row_state(repo: OutboxRepository, attempt_id: int) -> tuple[Any, ...]:
+    r = repo.get_row(attempt_id)
+    return (
+        r.status,
+        r.attempt_count,
+        r.claim_token,
+        r.provider_message_id,
+        r.last_error_code,
+        r.next_attempt_at,
+    )
+
+
+def test_each_outcome_makes_its_single_procedures_change(repo: OutboxRepository) -> None:
+    """The batch's rows end exactly as twins finalized one by one by the single procedures."""
+    batch = claimed(repo, 5, max_attempts=3)
+    single = claimed(repo, 5, max_attempts=3)
+    items = [
+        FinalizeItem(batch[0][0], batch[0][1], "sent", provider_message_id="m-0"),
+        FinalizeItem(batch[1][0], batch[1][1], "failed", error_code="MessageRejected", error_message="no"),
+        FinalizeItem(
+            batch[2][0], batch[2][1], "retry", error_code="Throttling", error_message="slow", delay_seconds=0
+        ),
+        FinalizeItem(batch[3][0], batch[3][1], "unknown", error_message="read timeout"),
+        FinalizeItem(batch[4][0], batch[4][1], "released", delay_seconds=0),
+    ]
+    results = repo.finalize_batch(items)
+    assert [(r.affected, r.status) for r in results] == [
+        (1, Status.SENT), (1, Status.FAILED), (1, Status.RETRYING), (1, Status.UNKNOWN_OUTCOME), (1, Status.PENDING),
+    ]  # fmt: skip
+    (i0, t0), (i1, t1), (i2, t2), (i3, t3), (i4, t4) = single
+    assert repo.finalize_sent(i0, t0, "m-0") == 1
+    repo.finalize_failure(
+        i1, t1, permanent=True, error_code="MessageRejected", error_message="no", retry_delay_seconds=0
+    )
+    repo.finalize_failure(
+        i2, t2, permanent=False, error_code="Throttling", error_message="slow", retry_delay_seconds=0
+    )
+    assert repo.finalize_unknown(i3, t3, "read timeout") == 1
+    assert repo.release_claim(i4, t4, 0) == 1
+    for (b, _), (s, _) in zip(batch, single, strict=True):
+        got, want = row_state(repo, b), row_state(repo, s)
+        assert got[:5] == want[:5]
+        assert [(e.from_status, e.to_status) for e in repo.events(b)] == [
+            (e.from_status, e.to_status) for e in repo.events(s)
+        ]
+
+
+def test_each_item_keeps_its_own_fence(repo: OutboxRepository) -> None:
+    """A stale item is refused (affected 0) and its neighbours still land, in one call."""
+    (a, ta), (b, tb), (c, tc) = claimed(repo, 3)
+    results = repo.finalize_batch(
+        [
+            FinalizeItem(a, ta, "sent", provider_message_id="m-a"),
+            FinalizeItem(b, token(), "sent", provider_message_id="stolen"),
+            FinalizeItem(c, tc, "sent", provider_message_id="m-c"),
+        ]
+    )
+    assert [r.affected for r in results] == [1, 0, 1]
+    assert results[1].status is None
+    assert repo.get_row(b).status is Status.PROCESSING and repo.get_row(b).claim_token == tb
+    again = repo.finalize_batch([FinalizeItem(a, ta, "sent", provider_message_id="m-a")] * 2)
+    assert [r.affected for r in again] == [0, 0], "a repeat finalize is a no-op, inside a batch too"
+
+
+def test_rows_come_back_in_the_order_given(repo: OutboxRepository) -> None:
+    rows = claimed(repo, 6)
+    items = [FinalizeItem(i, t, "sent", provider_message_id=f"m-{i}") for i, t in reversed(rows)]
+    rows_back = raw_batch(repo, json.dumps([item.as_json() for item in items]))
+    assert [r[0] for r in rows_back] == list(range(6))
+    assert [r[1] for r in rows_back] == [i for i, _ in reversed(rows)]
+    assert all(r[2] == 1 and r[3] == "Sent" for r in rows_back)
+
+
+def test_text_survives_byte_for_byte(repo: OutboxRepository) -> None:
+    ((a, ta),) = claimed(repo, 1)
+    message = 'quote " backslash \\ emoji \U0001f4e7 and ünïcode'
+    repo.finalize_batch([FinalizeItem(a, ta, "unknown", error_message=message)])
+    assert (
+        scalar(repo, "SELECT last_error_message FROM email_delivery_attempts WHERE id = %s", (a,)) == message
+    )
+
+
+def good(attempt_id: int, claim_token: str) -> dict[str, Any]:
+    return {"id": attempt_id, "claim_token": claim_token, "outcome": "sent", "provider_message_id": "m"}
+
+
+BAD_ITEMS: list[tuple[Any, str]] = [
+    (None, "outcomes must be a JSON array"),
+    ("not json", "outcomes must be a JSON array"),
+    ('{"id": 1}', "outcomes must be a JSON array"),
+    ("[]", "outcomes must be a JSON array"),
+    (["x"], r"outcomes\[1\] must be an object"),
+    ([{"claim_token": "t", "outcome": "sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
+    ([{"id": "7", "claim_token": "t", "outcome": "sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
+    ([{"id": 0, "claim_token": "t", "outcome": "sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
+    (
+        [{"id": 1, "claim_token": "", "outcome": "sent", "provider_message_id": "m"}],
+        r"outcomes\[1\]: claim_token",
+    ),
+    (
+        [{"id": 1, "claim_token": 5, "outcome": "sent", "provider_message_id": "m"}],
+        r"outcomes\[1\]: claim_token must be a string",
+    ),
+    (
+        [{"id": 1, "claim_token": "t", "outcome": "Sent", "provider_message_id": "m"}],
+        r"outcomes\[1\]: outcome",
+    ),
+    ([{"id": 1, "claim_token": "t", "outcome": "resend"}], r"outcomes\[1\]: outcome"),
+    ([{"id": 1, "claim_token": "t", "outcome": "sent"}], r"outcomes\[1\]: provider_message_id"),
+    (
+        [{"id": 1, "claim_token": "t", "outcome": "retry", "delay_seconds": -1}],
+        r"outcomes\[1\]: delay_seconds",
+    ),
+    (
+        [{"id": 1, "claim_token": "t", "outcome": "released", "delay_seconds": 604801}],
+        r"outcomes\[1\]: delay_seconds",
+    ),
+    (
+        [{"id": 1, "claim_token": "t", "outcome": "retry", "delay_seconds": "5"}],
+        r"outcomes\[1\]: delay_seconds",
+    ),
+    (
+        [{"id": 1, "claim_token": "t", "outcome": "failed", "error_code": "x" * 192}],
+        r"outcomes\[1\]: error_code",
+    ),
+    ([{"id": 1, "claim_token": "t", "outcome": "unknown", "extra": 1}], r"outcomes\[1\] may hold only"),
+    ([{"id": 1, "claim_token": "t", "outcome": "unknown", "ID": 1}], r"outcomes\[1\] may hold only"),
+    (
+        '[{"id": 1, "claim_token": "t", "outcome": "unknown", "outcome": "sent"}]',
+        r"outcomes\[1\] may hold only",
+    ),
+    (
+        [{"id": 1, "claim_token": "t", "outcome": "sent", "provider_message_id": "m"}] * 1001,
+        "outcomes must be a JSON array of 1 to 1000",
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "message"), BAD_ITEMS)
+def test_a_bad_item_refuses_the_whole_call_and_writes_nothing(
+    repo: OutboxRepository, document: Any, message: str
+) -> None:
+    (a, ta), (b, _) = claimed(repo, 2)
+    if isinstance(document, list) and len(document) < 1000:
+        # A good item before the bad one: it must not land either.
+        document = [good(a, ta), *document]
+    else:
+        message = message.replace(r"outcomes\[1\]", r"outcomes\[0\]")
+    before = [row_state(repo, a), row_state(repo, b)], len(repo.events(a))
+    text = document if isinstance(document, str) or document is None else json.dumps(document)
+    with pytest.raises(InvalidInput, match=f"email_finalize_batch: {message}"):
+        raw_batch(repo, text)
+    assert ([row_state(repo, a), row_state(repo, b)], len(repo.events(a))) == before
+
+
+def test_inside_the_callers_transaction_it_rolls_back_with_it(repo: OutboxRepository) -> None:
+    ((a, ta),) = claimed(repo, 1)
+    conn = repo.connection
+    conn.start_transaction()
+    repo.finalize_batch([FinalizeItem(a, ta, "sent", provider_message_id="m")])
+    conn.rollback()
+    assert repo.get_row(a).status is Status.PROCESSING

@@ -1,0 +1,63 @@
+"""The claim scan and the sweep scan stay index range scans however much history the table holds:
+EXPLAIN of the procedures' own scan shapes over 20,000 terminal rows and a few live ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from tests.support.helpers import enqueue_many, token
+
+# The scans exactly as email_claim_batch and email_internal_sweep_stale_leases run them, without the
+# FORCE INDEX hints: the optimizer must pick these indexes on its own, so the hints are a safety net
+# and not the only thing standing between a claim and a full table scan.
+CLAIM_SCAN = (
+    "SELECT id, status FROM email_delivery_attempts"
+    " WHERE claim_due_at <= UTC_TIMESTAMP(6) AND attempt_count < max_attempts"
+    " ORDER BY claim_due_at, id LIMIT 8"
+)
+SWEEP_SCAN = (
+    "SELECT id FROM email_delivery_attempts"
+    " WHERE status = 'Processing' AND lease_expires_at <= UTC_TIMESTAMP(6) ORDER BY lease_expires_at LIMIT 100"
+)
+
+
+def explain(repo: OutboxRepository, sql: str) -> dict[str, Any]:
+    cursor = repo.connection.cursor(dictionary=True)
+    cursor.execute("EXPLAIN " + sql)
+    (plan,) = cursor.fetchall()
+    cursor.close()
+    return plan  # type: ignore[no-any-return]
+
+
+def test_claim_and_sweep_scans_use_their_indexes(dsn: DatabaseDsn, repo: OutboxRepository) -> None:
+    cursor = repo.connection.cursor()
+    cursor.execute(
+        "INSERT INTO email_delivery_attempts (notification_id, to_address, subject, text_body, status,"
+        " attempt_count, max_attempts, next_attempt_at, created_at, updated_at)"
+        " SELECT CONCAT('hist-', seq), 'a@example.com', 's', 't', 'Sent', 1, 5, UTC_TIMESTAMP(6),"
+        " UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM seq_1_to_20000"
+        if "mariadb" in repo.server_version().lower()
+        else "INSERT INTO email_delivery_attempts (notification_id, to_address, subject, text_body, status,"
+        " attempt_count, max_attempts, next_attempt_at, created_at, updated_at)"
+        " WITH RECURSIVE s(seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM s WHERE seq < 20000)"
+        " SELECT CONCAT('hist-', seq), 'a@example.com', 's', 't', 'Sent', 1, 5, UTC_TIMESTAMP(6),"
+        " UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM s"
+    )
+    cursor.execute("ANALYZE TABLE email_delivery_attempts")
+    cursor.fetchall()
+    cursor.close()
+    ids = enqueue_many(repo, 20, prefix="live")
+    for attempt_id in ids[:5]:
+        assert repo.try_claim(attempt_id, token(), "w", 60) == 1
+
+    claim = explain(repo, CLAIM_SCAN)
+    assert claim["key"] == "ix_email_delivery_attempts_claim", claim
+    assert claim["type"] == "range", claim
+    assert int(claim["rows"]) < 1000, f"the claim scan must not touch the history: {claim}"
+
+    sweep = explain(repo, SWEEP_SCAN)
+    assert sweep["key"] == "ix_email_delivery_attempts_lease", sweep
+    assert sweep["type"] == "range", sweep
+    assert int(sweep["rows"]) < 1000, f"the sweep scan must not touch the history: {sweep}"

@@ -1,0 +1,1 @@
+"""What the test tiers share: servers, harnesses and helpers (fixtures stay in tests/conftest.py)."""

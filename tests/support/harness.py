@@ -1,0 +1,126 @@
+"""The real database the tests run against, chosen once per session.
+
+Order: EMAIL_OUTBOX_TEST_DSN if set; else testcontainers MySQL 8 when a Docker engine answers a ping;
+else a private server from the mariadbd/mysqld binary on PATH, in a temp dir. Fault tests that must
+kill the server always get a private one of their own (`PrivateServer`), whichever ran here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mysql.connector
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox_devtools.dbserver import PrivateServer
+from email_outbox_devtools.localdb import migrate_for_local_use
+
+TABLES = (
+    "email_delivery_events",
+    "email_attachments",
+    "email_delivery_attempts",
+    "email_provider_events",
+    "email_delivery_status",
+    "email_suppressed_addresses",
+    "email_suppressed_addresses_log",
+)
+
+
+@dataclass
+class TestServer:
+    __test__ = False  # a fixture value, not a test class
+
+    kind: str
+    admin: DatabaseDsn
+    private: PrivateServer | None = None
+    _cleanup: list[Any] = field(default_factory=list)
+
+    def admin_connection(self, database: str | None = None) -> Any:
+        args = self.admin.connect_args()
+        args.pop("database")
+        if database:
+            args["database"] = database
+        return mysql.connector.connect(**args, autocommit=True)
+
+    @property
+    def version(self) -> str:
+        conn = self.admin_connection()
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT VERSION()")
+            return str(cur.fetchone()[0])
+        finally:
+            conn.close()
+
+    def create_database(self, name: str) -> DatabaseDsn:
+        conn = self.admin_connection()
+        try:
+            cur = conn.cursor()
+            cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        finally:
+            conn.close()
+        return self.admin.with_database(name)
+
+    def migrated_database(self, name: str) -> DatabaseDsn:
+        dsn = self.create_database(name)
+        migrate_for_local_use(dsn)
+        return dsn
+
+    def truncate(self, dsn: DatabaseDsn) -> None:
+        conn = self.admin_connection(dsn.database)
+        try:
+            cur = conn.cursor()
+            for table in TABLES:
+                cur.execute(f"TRUNCATE TABLE {table}")
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        for stop in reversed(self._cleanup):
+            with contextlib.suppress(Exception):
+                stop()
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        client = docker.from_env(timeout=3)
+        return bool(client.ping())
+    except Exception:
+        return False
+
+
+def start_test_server() -> TestServer:
+    dsn = os.environ.get("EMAIL_OUTBOX_TEST_DSN")
+    if dsn:
+        return TestServer("EMAIL_OUTBOX_TEST_DSN", DatabaseDsn.parse(dsn))
+    if _docker_answers():
+        from testcontainers.mysql import MySqlContainer
+
+        container = MySqlContainer("mysql:8.0", username="root", password="test", dbname="test")
+        container.start()
+        port = int(container.get_exposed_port(3306))
+        host = container.get_container_host_ip()
+        server = TestServer(
+            "testcontainers MySQL 8", DatabaseDsn.parse(f"mysql://root:test@{host}:{port}/test")
+        )
+        server._cleanup.append(container.stop)
+        return server
+    return start_private_test_server()
+
+
+def start_private_test_server(durable: bool = False) -> TestServer:
+    base = Path(tempfile.mkdtemp(prefix="email-outbox-db-"))
+    private = PrivateServer(base, durable=durable)
+    private.start()
+    name = "private " + Path(private.binary).name
+    server = TestServer(name, DatabaseDsn.parse(private.dsn("mysql")), private=private)
+    server._cleanup.append(private.stop)
+    return server

@@ -1,0 +1,76 @@
+"""The benchmark harness in its tiny form, so it cannot rot. It asserts that it ran and printed its
+figures, never how fast anything was."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "throughput.py"), "--tiny", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for figure in ("ratio", "CALLs/email", "CPU", "peak RSS", "paced p50/p99", "lost races/email",
+                   "enqueue on 8 connection", "terminal rows", "claims/s", "claim rate with 10000 terminal rows",
+                   "ratio to bare", "CPU ms/email", "duplicates"):  # fmt: skip
+        assert figure in result.stdout, f"{figure} missing from the output"
+    # The peers' table: every system at 0 and 50 ms, each row with its ratio, CPU, lost and duplicates.
+    for system in ("bare boto3 loop", "Celery + Redis", "outbox"):
+        for latency in ("0 ms", "50 ms"):
+            assert re.search(rf"^{re.escape(system)}\s+{latency}\s+[\d,]+\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\s+\d+$",
+                             result.stdout, re.MULTILINE), f"{system} at {latency} missing from the table"  # fmt: skip
+    (results,) = tmp_path.glob("throughput-*/results.json")
+    data = json.loads(results.read_text())
+    assert {r["path"] for r in data["claim_paths"]} == {"per_row", "batch"}
+    assert {(r["system"], r["latency_ms"]) for r in data["peers"]} == {
+        (s, lat) for s in ("bare boto3 loop", "Celery + Redis", "outbox") for lat in (0.0, 50.0)
+    }
+    assert [t["history_rows"] for t in data["table_size"]] == [0, 2_000, 10_000]
+    assert all(t["claims_per_s"] > 0 for t in data["table_size"])
+    assert (results.parent / "performance.png").stat().st_size > 10_000
+    # The tiny run writes its copy of docs/performance.md beside its results, never over the real one.
+    doc = (results.parent / "performance.md").read_text()
+    assert "| Celery + Redis | 50 ms |" in doc
+    assert "| 10,000 |" in doc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "figures"),
+    [
+        ("costs.py", ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000")),
+        ("events.py", ("events/s", "batch 100, 1 replica", "replay, batch 100", "durable commits")),
+        (
+            "console.py",
+            ("overview", "list Sent, a page deep", "search recipient prefix", "median (ms)", "20,000 rows"),
+        ),
+        (
+            "memory.py",
+            ("carried by the claim (before)", "loaded per send, 16 MiB budget (default)", "batch 1,"),
+        ),
+    ],
+)
+def test_tiny_bench_run_prints_its_figures(script: str, figures: tuple[str, ...]) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--tiny"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for figure in figures:
+        assert figure in result.stdout, f"{figure} missing from the output"
