@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 # A database server binary (mariadbd or mysqld) and the command-line client the tests drive, and
-# redis-server for the benchmark's Celery peer. Installed from Debian's packages when missing; the
-# tests, the benchmark and the demo start private servers from the binaries, never a system service.
+# redis-server and rabbitmq-server for the benchmark's Celery peers. Installed from Debian's packages
+# when missing; the tests, the benchmark and the demo start private servers from the binaries, never
+# a system service.
 system-deps:
 	@bash db/ensure-server-binary.sh
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a MariaDB/MySQL server binary and client are installed; install Debian's MariaDB if not.
-# Also redis-server, for the benchmark's Celery + Redis peer (bench/celery_peer.py), and chromium for
-# the console's browser tests.
+# Also redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py), and
+# chromium for the console's browser tests.
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
@@ -34,6 +34,21 @@ ensure_redis() {
     || echo "could not install redis-server: the benchmark's Celery peer will fail" >&2
 }
 ensure_redis
+# The Celery + RabbitMQ peer (durable) starts a private RabbitMQ node from Debian's rabbitmq-server: its
+# own node name, ports, epmd and data directory in a temp directory. The service the package may start
+# (on 5672/25672) is left alone: nothing here connects to it.
+ensure_rabbitmq() {
+  [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || command -v rabbitmq-server >/dev/null 2>&1 && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no rabbitmq-server and no apt-get: install rabbitmq-server for the benchmark's Celery + RabbitMQ peer" >&2
+    return 0
+  fi
+  echo "installing rabbitmq-server from Debian's packages for the benchmark's Celery + RabbitMQ peer"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      --no-install-recommends rabbitmq-server >/dev/null; } \
+    || echo "could not install rabbitmq-server: the benchmark's Celery + RabbitMQ peer will fail" >&2
+}
+ensure_rabbitmq
 # The console's browser tests (tests/test_console_browser.py) drive Debian's chromium through
 # Playwright for Python, launched by path; no browser is ever downloaded (`playwright install` is not used).
 ensure_chromium() {

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+SYSTEMS = ("bare boto3 loop", "Celery + Redis", "Celery + RabbitMQ", "outbox")
 
 
 @pytest.mark.slow
@@ -26,23 +27,28 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
                    "enqueue on 8 connection", "terminal rows", "claims/s", "claim rate with 10000 terminal rows",
                    "ratio to bare", "CPU ms/email", "duplicates"):  # fmt: skip
         assert figure in result.stdout, f"{figure} missing from the output"
-    # The peers' table: every system at 0 and 50 ms, each row with its ratio, CPU, lost and duplicates.
-    for system in ("bare boto3 loop", "Celery + Redis", "outbox"):
+    # The peers' table: every system at 0 and 50 ms, each row with its ratio, CPU, the store's share of
+    # it (none for the bare loop), lost and duplicates.
+    for system in SYSTEMS:
+        store = "-" if system == "bare boto3 loop" else r"\d+\.\d\d"
         for latency in ("0 ms", "50 ms"):
-            assert re.search(rf"^{re.escape(system)}\s+{latency}\s+[\d,]+\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\s+\d+$",
+            assert re.search(rf"^{re.escape(system)}\s+{latency}\s+[\d,]+\s+\d+\.\d\d\s+\d+\.\d\d\s+{store}\s+\d+\s+\d+$",
                              result.stdout, re.MULTILINE), f"{system} at {latency} missing from the table"  # fmt: skip
     (results,) = tmp_path.glob("throughput-*/results.json")
     data = json.loads(results.read_text())
     assert {r["path"] for r in data["claim_paths"]} == {"per_row", "batch"}
     assert {(r["system"], r["latency_ms"]) for r in data["peers"]} == {
-        (s, lat) for s in ("bare boto3 loop", "Celery + Redis", "outbox") for lat in (0.0, 50.0)
+        (s, lat) for s in SYSTEMS for lat in (0.0, 50.0)
     }
+    # The durable peer's store is its own RabbitMQ node: its CPU was counted.
+    assert all(r["store_cpu_ms_per_email"] > 0 for r in data["peers"] if r["system"] == "Celery + RabbitMQ")
     assert [t["history_rows"] for t in data["table_size"]] == [0, 2_000, 10_000]
     assert all(t["claims_per_s"] > 0 for t in data["table_size"])
     assert (results.parent / "performance.png").stat().st_size > 10_000
     # The tiny run writes its copy of docs/performance.md beside its results, never over the real one.
     doc = (results.parent / "performance.md").read_text()
-    assert "| Celery + Redis | 50 ms |" in doc
+    for system in SYSTEMS:
+        assert f"| {system} | " in doc, f"{system} missing from the document's table"
     assert "| 10,000 |" in doc
 
 
