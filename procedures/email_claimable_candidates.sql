@@ -7,7 +7,7 @@ READS SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_claimable_candidates: limit must be 1 to 10000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_claimable_candidates: limit must be 1 to 10000';
   END IF;
   SELECT id, notification_id, to_address, from_address, subject, text_body, html_body,
          status, attempt_count, max_attempts, next_attempt_at

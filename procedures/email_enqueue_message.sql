@@ -60,14 +60,14 @@ BEGIN
   END;
 
   IF p_message IS NULL OR NOT JSON_VALID(p_message) OR JSON_TYPE(p_message) <> 'OBJECT' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: message must be one JSON object';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: message must be one JSON object';
   END IF;
   -- Every member is known: a misspelt `cc` must not silently send to fewer people.
   -- A member given twice would be checked once and read twice, differently by different parsers.
   -- (MariaDB lists a repeated name once in JSON_KEYS and counts it twice in JSON_LENGTH; MySQL keeps
   -- the last and counts it once.)
   IF JSON_LENGTH(p_message) <> JSON_LENGTH(JSON_KEYS(p_message)) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: a member is given twice';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: a member is given twice';
   END IF;
   SET v_keys = JSON_KEYS(p_message), v_n = JSON_LENGTH(v_keys);
   WHILE v_i < v_n DO
@@ -79,7 +79,7 @@ BEGIN
       SET v_message = CONCAT(v_where, ': unknown member ', LEFT(JSON_QUOTE(v_key), 80),
         ' (known: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,',
         ' attachments, template, max_attempts, send_after)');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
@@ -92,7 +92,7 @@ BEGIN
   CALL email_internal_check_mailboxes(v_where, p_message, 'bcc', v_count, v_first);
   SET v_recipients = v_recipients + v_count, v_to_address = COALESCE(v_to_address, v_first);
   IF v_recipients < 1 OR v_recipients > 50 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT =
       'email_enqueue_message: to, cc and bcc together must hold 1 to 50 addresses (SES''s limit per message)';
   END IF;
   CALL email_internal_check_mailboxes(v_where, p_message, 'reply_to', v_count, v_first);
@@ -109,38 +109,38 @@ BEGIN
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     SET v_template = 1;
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(JSON_REMOVE(v_value, '$.name', '$.data')) > 0 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: template must be an object with name and data';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: template must be an object with name and data';
     END IF;
     CALL email_internal_json_text(v_where, v_value, '$.name', 'template.name', v_key);
     IF v_key IS NULL OR NOT v_key COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
         'email_enqueue_message: template.name must be 1 to 64 letters, digits, underscores or dashes';
     END IF;
     IF COALESCE(JSON_TYPE(JSON_EXTRACT(v_value, '$.data')), 'OBJECT') <> 'OBJECT' THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: template.data must be a JSON object';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: template.data must be a JSON object';
     END IF;
     IF LENGTH(JSON_EXTRACT(v_value, '$.data')) > 262144 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: template.data must be at most 256 KiB';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45006, MESSAGE_TEXT = 'email_enqueue_message: template.data must be at most 256 KiB';
     END IF;
     IF v_subject IS NOT NULL OR v_text IS NOT NULL OR v_html IS NOT NULL THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT =
         'email_enqueue_message: a template message takes its subject, text and html from the template: leave them out';
     END IF;
     SET v_subject = '';
   END IF;
 
   IF v_template = 0 AND v_subject IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: subject is required (or a template)';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: subject is required (or a template)';
   END IF;
 
   -- Headers: names in RFC 5322's character set, none that SES or the outbox sets itself.
   SET v_value = JSON_EXTRACT(p_message, '$.headers');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 50 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: headers must be an object of at most 50 names to values';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = 'email_enqueue_message: headers must be an object of at most 50 names to values';
     END IF;
     IF JSON_LENGTH(v_value) <> JSON_LENGTH(JSON_KEYS(v_value)) THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: a header name is given twice';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = 'email_enqueue_message: a header name is given twice';
     END IF;
     -- Names and values by position ($.* lists the values in JSON_KEYS's order): a path built from a name
     -- would trip on `-X` or on a name written with a JSON escape. What is stored is rebuilt from the
@@ -153,7 +153,7 @@ BEGIN
       IF NOT v_key COLLATE utf8mb4_bin REGEXP '^[!-9;-~]{1,76}$' THEN
         SET v_message = CONCAT(v_where, ': header name ', LEFT(JSON_QUOTE(v_key), 80),
           ' must be 1 to 76 printable ASCII characters without a colon or space (RFC 5322)');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
       IF LOWER(v_key) IN ('from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version',
                           'return-path', 'dkim-signature', 'reply-to', 'sender', 'received', 'delivered-to',
@@ -161,17 +161,17 @@ BEGIN
          OR LOWER(v_key) LIKE 'content-%' OR LOWER(v_key) LIKE 'x-ses-%' OR LOWER(v_key) LIKE 'resent-%' THEN
         SET v_message = CONCAT(v_where, ': header ', v_key,
           ' is set by SES or the outbox itself and cannot be given (use the message members for addresses and subject)');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
       IF JSON_CONTAINS(v_seen, JSON_QUOTE(LOWER(v_key))) THEN
         SET v_message = CONCAT(v_where, ': header ', v_key, ' is given twice (header names compare case-insensitively)');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
       SET v_seen = JSON_ARRAY_APPEND(v_seen, '$', LOWER(v_key));
       CALL email_internal_json_text(v_where, v_values, CONCAT('$[', v_i, ']'), v_field, v_content);
       IF v_content IS NULL OR CHAR_LENGTH(v_content) > 998 THEN
         SET v_message = CONCAT(v_where, ': ', v_field, ' must be a string of at most 998 characters');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_check_text(v_where, v_field, v_content, 'text');
       SET v_headers = JSON_MERGE_PATCH(v_headers, JSON_OBJECT(v_key, v_content));
@@ -183,10 +183,10 @@ BEGIN
   SET v_value = JSON_EXTRACT(p_message, '$.tags');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 49 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: tags must be an object of at most 49 names to values';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: tags must be an object of at most 49 names to values';
     END IF;
     IF JSON_LENGTH(v_value) <> JSON_LENGTH(JSON_KEYS(v_value)) THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: a tag name is given twice';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: a tag name is given twice';
     END IF;
     SET v_keys = JSON_KEYS(v_value), v_values = JSON_EXTRACT(v_value, '$.*'), v_n = JSON_LENGTH(v_keys), v_i = 0,
         v_tags = JSON_OBJECT();
@@ -196,15 +196,15 @@ BEGIN
       IF NOT v_key COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
         SET v_message = CONCAT(v_where, ': tag name ', LEFT(JSON_QUOTE(v_key), 80),
           ' must be 1 to 256 ASCII letters, digits, underscores or dashes (SES)');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       IF CAST(v_key AS BINARY) = 'outbox_id' THEN
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: tag outbox_id is reserved: the worker sets it to the row id';
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: tag outbox_id is reserved: the worker sets it to the row id';
       END IF;
       CALL email_internal_json_text(v_where, v_values, CONCAT('$[', v_i, ']'), v_field, v_content);
       IF v_content IS NULL OR NOT v_content COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,256}$' THEN
         SET v_message = CONCAT(v_where, ': ', v_field, ' must be 1 to 256 ASCII letters, digits, underscores or dashes (SES)');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       SET v_tags = JSON_MERGE_PATCH(v_tags, JSON_OBJECT(v_key, v_content));
       SET v_i = v_i + 1;
@@ -213,14 +213,14 @@ BEGIN
 
   CALL email_internal_json_text(v_where, p_message, '$.configuration_set', 'configuration_set', v_content);
   IF v_content IS NOT NULL AND NOT v_content COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_enqueue_message: configuration_set must be 1 to 64 ASCII letters, digits, underscores or dashes';
   END IF;
 
   SET v_value = JSON_EXTRACT(p_message, '$.max_attempts');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR v_value < 1 OR v_value > 100 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: max_attempts must be an integer from 1 to 100';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: max_attempts must be an integer from 1 to 100';
     END IF;
     SET v_max_attempts = CAST(v_value AS SIGNED);
   END IF;
@@ -230,7 +230,7 @@ BEGIN
   IF v_send_after_text IS NOT NULL THEN
     IF NOT v_send_after_text COLLATE utf8mb4_bin REGEXP
          '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
         'email_enqueue_message: send_after must be ISO 8601 with an offset, e.g. 2026-12-24T09:00:00+01:00 or ...Z';
     END IF;
     SET v_offset = IF(RIGHT(v_send_after_text, 1) = 'Z', '+00:00', RIGHT(v_send_after_text, 6));
@@ -252,7 +252,7 @@ BEGIN
       SET v_send_after = v_send_after - INTERVAL v_offset_minutes MINUTE;
     END;
     IF v_send_after IS NULL THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: send_after is not a real time';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: send_after is not a real time';
     END IF;
   END IF;
 
@@ -260,7 +260,7 @@ BEGIN
   SET v_attachments = JSON_EXTRACT(p_message, '$.attachments');
   IF v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) <> 'NULL' THEN
     IF JSON_TYPE(v_attachments) <> 'ARRAY' OR JSON_LENGTH(v_attachments) > 100 THEN
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_enqueue_message: attachments must be a list of at most 100';
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: attachments must be a list of at most 100';
     END IF;
     SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
     WHILE v_i < v_n DO
@@ -270,32 +270,32 @@ BEGIN
            '$.content_base64', '$.disposition', '$.content_id')) > 0 THEN
         SET v_message = CONCAT(v_where, ': ', v_field,
           ' must be an object of filename, content_type, content_base64, disposition, content_id');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_json_text(v_where, v_value, '$.filename', CONCAT(v_field, '.filename'), v_filename);
       IF v_filename IS NULL OR CHAR_LENGTH(v_filename) < 1 OR CHAR_LENGTH(v_filename) > 255
          OR LOCATE('/', v_filename) > 0 OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, v_filename) > 0
          OR v_filename IN ('.', '..') THEN
         SET v_message = CONCAT(v_where, ': ', v_field, '.filename must be 1 to 255 characters with no path (no / or backslash)');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_check_text(v_where, CONCAT(v_field, '.filename'), v_filename, 'text');
       CALL email_internal_json_text(v_where, v_value, '$.content_type', CONCAT(v_field, '.content_type'), v_content_type);
       IF v_content_type IS NULL OR CHAR_LENGTH(v_content_type) > 78 OR NOT v_content_type COLLATE utf8mb4_bin REGEXP
            '^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$' THEN
         SET v_message = CONCAT(v_where, ': ', v_field, '.content_type must be a media type such as application/pdf');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_json_text(v_where, v_value, '$.disposition', CONCAT(v_field, '.disposition'), v_disposition);
       IF COALESCE(v_disposition, 'attachment') NOT IN ('attachment', 'inline') THEN
         SET v_message = CONCAT(v_where, ': ', v_field, '.disposition must be attachment or inline');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_json_text(v_where, v_value, '$.content_id', CONCAT(v_field, '.content_id'), v_content_id);
       IF v_content_id IS NOT NULL AND NOT v_content_id COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9!#$%&*+=?^_`{|}~.@-]{1,78}$' THEN
         SET v_message = CONCAT(v_where, ': ', v_field,
           '.content_id must be 1 to 78 characters of an RFC 5322 message id, without angle brackets');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_json_text(v_where, v_value, '$.content_base64', CONCAT(v_field, '.content_base64'), v_content);
       BEGIN
@@ -305,7 +305,7 @@ BEGIN
       END;
       IF v_content IS NULL OR v_decoded IS NULL OR (LENGTH(v_decoded) = 0 AND LENGTH(TRIM(v_content)) > 0) THEN
         SET v_message = CONCAT(v_where, ': ', v_field, '.content_base64 must be base64 that decodes');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       SET v_attachment_bytes = v_attachment_bytes + LENGTH(v_decoded);
       SET v_encoded_bytes = v_encoded_bytes + LENGTH(v_content);
@@ -313,7 +313,7 @@ BEGIN
     END WHILE;
   END IF;
   IF COALESCE(LENGTH(v_text), 0) + COALESCE(LENGTH(v_html), 0) + v_encoded_bytes > 41943040 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45006, MESSAGE_TEXT =
       'email_enqueue_message: the message must be at most 40 MB (SES''s limit), bodies and base64 attachments together';
   END IF;
 

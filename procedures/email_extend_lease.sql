@@ -11,7 +11,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   CALL email_internal_check_claim('email_extend_lease', p_id, p_claim_token);
   IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_extend_lease: lease_seconds must be 1 to 86400';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = 'email_extend_lease: lease_seconds must be 1 to 86400';
   END IF;
   -- row_version changes even when a frozen clock leaves lease_expires_at as it was.
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)

@@ -43,7 +43,7 @@ BEGIN
   END;
   IF p_outcomes IS NULL OR NOT JSON_VALID(p_outcomes) OR JSON_TYPE(p_outcomes) <> 'ARRAY'
      OR JSON_LENGTH(p_outcomes) < 1 OR JSON_LENGTH(p_outcomes) > 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_batch: outcomes must be a JSON array of 1 to 1000 objects';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_finalize_batch: outcomes must be a JSON array of 1 to 1000 objects';
   END IF;
   SET v_count = JSON_LENGTH(p_outcomes);
   CREATE TEMPORARY TABLE IF NOT EXISTS email_finalize_batch_results (
@@ -59,7 +59,7 @@ BEGIN
     SET v_where = CONCAT('email_finalize_batch: outcomes[', v_index, ']');
     IF JSON_TYPE(v_item) <> 'OBJECT' THEN
       SET v_message = CONCAT(v_where, ' must be an object');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     -- Members are found by exact name; a misspelt, repeated or unknown one leaves the count short.
     SET v_members = (JSON_EXTRACT(v_item, '$.id') IS NOT NULL) + (JSON_EXTRACT(v_item, '$.claim_token') IS NOT NULL)
@@ -69,15 +69,15 @@ BEGIN
     IF v_members <> JSON_LENGTH(v_item) THEN
       SET v_message = CONCAT(v_where, ' may hold only id, claim_token, outcome, provider_message_id,',
                              ' error_code, error_message and delay_seconds, each once');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     IF COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.id')), '') NOT IN ('INTEGER', 'UNSIGNED INTEGER') THEN
       SET v_message = CONCAT(v_where, ': id must be a positive integer');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     IF COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.delay_seconds')), 'INTEGER') NOT IN ('INTEGER', 'UNSIGNED INTEGER', 'NULL') THEN
       SET v_message = CONCAT(v_where, ': delay_seconds must be 0 to 604800');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     SET v_id = JSON_EXTRACT(v_item, '$.id');
     SET v_delay = IF(COALESCE(JSON_TYPE(JSON_EXTRACT(v_item, '$.delay_seconds')), 'NULL') = 'NULL', 0,

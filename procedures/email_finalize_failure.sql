@@ -15,7 +15,7 @@ BEGIN
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
   IF p_permanent IS NULL OR p_permanent NOT IN (0, 1) THEN
     CALL email_internal_check_claim('email_finalize_failure', p_id, p_claim_token);
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_finalize_failure: permanent must be 0 or 1';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_finalize_failure: permanent must be 0 or 1';
   END IF;
   CALL email_internal_finalize('email_finalize_failure', p_id, p_claim_token, IF(p_permanent = 1, 'Failed', 'Retrying'),
                                NULL, p_error_code, p_error_message, 'retry_delay_seconds', p_retry_delay_seconds, v_to);

@@ -11,7 +11,7 @@ BEGIN
   DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4;
   IF p_id IS NULL OR p_id < 1 THEN
     SET v_message = CONCAT(p_where, ': id must be a positive integer');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_token(p_where, p_claim_token);
 END

@@ -21,19 +21,19 @@ BEGIN
   IF v_list IS NOT NULL AND JSON_TYPE(v_list) <> 'NULL' THEN
     IF JSON_TYPE(v_list) <> 'ARRAY' THEN
       SET v_message = CONCAT(p_where, ': ', p_key, ' must be a list of addresses');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
     END IF;
     SET p_count = JSON_LENGTH(v_list);
     IF p_count > 50 THEN
       SET v_message = CONCAT(p_where, ': ', p_key, ' must hold at most 50 addresses (SES counts 50 recipients per message)');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
     END IF;
     WHILE v_i < p_count DO
       SET v_field = CONCAT(p_key, '[', v_i, ']');
       CALL email_internal_json_text(p_where, v_list, CONCAT('$[', v_i, ']'), v_field, v_item);
       IF v_item IS NULL THEN
         SET v_message = CONCAT(p_where, ': ', v_field, ' must be an address');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_check_text(p_where, v_field, v_item, 'mailbox');
       IF v_i = 0 THEN

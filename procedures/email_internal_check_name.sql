@@ -13,7 +13,7 @@ BEGIN
   DECLARE v_message VARCHAR(512) CHARACTER SET utf8mb4;
   IF p_value IS NULL OR CHAR_LENGTH(TRIM(p_value)) < 1 OR CHAR_LENGTH(p_value) > p_max THEN
     SET v_message = CONCAT(p_where, ': ', p_field, ' must be 1 to ', p_max, ' characters, not blank');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_text(p_where, p_field, p_value, 'text');
 END

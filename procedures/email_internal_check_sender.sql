@@ -13,6 +13,6 @@ BEGIN
   IF v_allowed = 0 THEN
     SET v_message = CONCAT(p_where, ': from_address ', p_sender,
       ' is not an allowed sender for this account (email-outbox senders add)');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45005, MESSAGE_TEXT = v_message;
   END IF;
 END

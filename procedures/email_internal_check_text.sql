@@ -30,7 +30,7 @@ BEGIN
     IF p_value REGEXP v_unsafe THEN
       SET v_message = CONCAT(p_where, ': ', p_field,
         ' must not contain control characters, line or paragraph separators, or bidi formatting characters');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
     END IF;
     SET v_address = p_value;
     IF p_kind = 'mailbox' THEN
@@ -47,7 +47,7 @@ BEGIN
         SET v_message = CONCAT(p_where, ': ', p_field,
           ' display name must be at most 256 characters with no angle bracket, quote or backslash;',
           ' put one with a comma or semicolon in double quotes');
-        SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
       END IF;
     END IF;
     IF p_kind IN ('address', 'mailbox') AND (
@@ -59,7 +59,7 @@ BEGIN
         IF(p_kind = 'mailbox', ' must be an address, alone or as Name <address>:', ' must be one bare address:'),
         ' at most 320 characters, exactly one @ between text, and no space, comma,',
         ' semicolon, quote, parenthesis, backslash or angle bracket');
-      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
     END IF;
   END IF;
 END

@@ -10,6 +10,6 @@ BEGIN
   DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4;
   IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
     SET v_message = CONCAT(p_where, ': claim_token must be 1 to 64 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
   END IF;
 END

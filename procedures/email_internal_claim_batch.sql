@@ -28,15 +28,15 @@ BEGIN
   CALL email_internal_check_token(p_where, p_claim_token);
   IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
     SET v_message = CONCAT(p_where, ': claimed_by must be 1 to 191 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
   END IF;
   IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
     SET v_message = CONCAT(p_where, ': lease_seconds must be 1 to 86400');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
   END IF;
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
     SET v_message = CONCAT(p_where, ': limit must be 1 to 10000');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_text(p_where, 'claimed_by', p_claimed_by, 'text');
 

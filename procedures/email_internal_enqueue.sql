@@ -31,17 +31,17 @@ BEGIN
 
   IF p_notification_id IS NULL OR CHAR_LENGTH(p_notification_id) < 1 OR CHAR_LENGTH(p_notification_id) > 191 THEN
     SET v_message = CONCAT(p_where, ': notification_id must be 1 to 191 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   -- The unique key compares with PAD SPACE: 'a ' would collide with 'a', so refuse the ambiguity.
   IF RIGHT(p_notification_id, 1) = BINARY ' ' THEN
     SET v_message = CONCAT(p_where, ': notification_id must not end with a space');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_text(p_where, 'notification_id', p_notification_id, 'text');
   IF p_to_address IS NULL THEN
     SET v_message = CONCAT(p_where, ': to_address is required');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_text(p_where, 'to_address', p_to_address, 'address');
   CALL email_internal_check_text(p_where, 'from_address', p_from_address, 'address');
@@ -50,26 +50,26 @@ BEGIN
   END IF;
   IF p_subject IS NULL OR CHAR_LENGTH(p_subject) > 998 THEN
     SET v_message = CONCAT(p_where, ': subject must be at most 998 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_text(p_where, 'subject', p_subject, 'text');
   IF p_text_body IS NULL AND p_html_body IS NULL AND p_template = 0 THEN
     SET v_message = CONCAT(p_where, ': text_body or html_body must be given');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   IF LENGTH(p_text_body) > 16777215 OR LENGTH(p_html_body) > 16777215 THEN
     SET v_message = CONCAT(p_where, ': text_body and html_body must each be at most 16 MiB');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45006, MESSAGE_TEXT = v_message;
   END IF;
   IF p_max_attempts IS NOT NULL AND (p_max_attempts < 1 OR p_max_attempts > 100) THEN
     SET v_message = CONCAT(p_where, ': max_attempts must be NULL or 1 to 100');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   -- A due time far in the past would jump every queue; one far ahead is a typo. Both are refused.
   IF p_send_after IS NOT NULL
      AND (p_send_after < v_now - INTERVAL 30 DAY OR p_send_after > v_now + INTERVAL 366 DAY) THEN
     SET v_message = CONCAT(p_where, ': send_after must be NULL or a UTC time from 30 days ago to 366 days ahead');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
 
   INSERT INTO email_delivery_attempts

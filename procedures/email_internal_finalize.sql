@@ -24,21 +24,21 @@ BEGIN
   CALL email_internal_check_claim(p_where, p_id, p_claim_token);
   IF p_outcome IS NULL OR p_outcome NOT IN ('Sent', 'Failed', 'Retrying', 'UnknownOutcome', 'Released', 'Started') THEN
     SET v_message = CONCAT(p_where, ': outcome must be sent, failed, retry, unknown, released or started');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   IF p_outcome = 'Sent' AND (p_provider_message_id IS NULL OR CHAR_LENGTH(p_provider_message_id) < 1
                              OR CHAR_LENGTH(p_provider_message_id) > 191) THEN
     SET v_message = CONCAT(p_where, ': provider_message_id must be 1 to 191 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   IF CHAR_LENGTH(p_error_code) > 191 THEN
     SET v_message = CONCAT(p_where, ': error_code must be at most 191 characters');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   IF p_outcome IN ('Retrying', 'Failed', 'Released')
      AND (p_delay_seconds IS NULL OR p_delay_seconds < 0 OR p_delay_seconds > 604800) THEN
     SET v_message = CONCAT(p_where, ': ', p_delay_field, ' must be 0 to 604800');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   IF p_outcome = 'Started' THEN
     CALL email_internal_start(p_id, p_claim_token, p_to_status);

@@ -18,6 +18,6 @@ BEGIN
     SET p_value = JSON_UNQUOTE(JSON_EXTRACT(p_doc, p_path));
   ELSEIF v_type IS NOT NULL AND v_type <> 'NULL' THEN
     SET v_message = CONCAT(p_where, ': ', p_field, ' must be a string');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
   END IF;
 END

@@ -28,15 +28,15 @@ BEGIN
 
   IF p_older_than_days IS NULL OR p_older_than_days < 0 OR p_older_than_days > 36500 THEN
     SET v_message = CONCAT(p_where, ': older_than_days must be 0 to 36500');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
     SET v_message = CONCAT(p_where, ': limit must be 1 to 10000');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   IF p_after_id IS NULL OR p_after_id < 0 THEN
     SET v_message = CONCAT(p_where, ': after_id must be 0 or a row id');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   SET v_cutoff = v_now - INTERVAL p_older_than_days DAY;
   SET p_affected = 0;

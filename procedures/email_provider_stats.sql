@@ -16,10 +16,10 @@ BEGIN
   DECLARE v_hard BIGINT DEFAULT 0;
   DECLARE v_complaints BIGINT DEFAULT 0;
   IF p_window_seconds IS NULL OR p_window_seconds < 1 OR p_window_seconds > 31622400 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_provider_stats: window_seconds must be 1 to 31622400';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_provider_stats: window_seconds must be 1 to 31622400';
   END IF;
   IF p_evidence_wait_seconds IS NULL OR p_evidence_wait_seconds < 0 OR p_evidence_wait_seconds > 31622400 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_provider_stats: evidence_wait_seconds must be 0 to 31622400';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_provider_stats: evidence_wait_seconds must be 0 to 31622400';
   END IF;
   SET v_since = v_now - INTERVAL p_window_seconds SECOND;
   SELECT COUNT(*) INTO v_sends FROM email_provider_events WHERE event_type = 'Send' AND event_at >= v_since;

@@ -70,23 +70,23 @@ BEGIN
   SET v_type = IF(p_event_type = 'Rendering Failure', 'RenderingFailure', LEFT(p_event_type, 32));
   IF p_event_type IS NULL OR v_type COLLATE utf8mb4_bin NOT IN
        ('Send', 'Delivery', 'Bounce', 'Complaint', 'Reject', 'RenderingFailure', 'DeliveryDelay') THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_record_provider_event: event_type must be Send, Delivery, Bounce, Complaint, Reject, RenderingFailure or DeliveryDelay';
   END IF;
   IF p_ses_message_id IS NULL OR CHAR_LENGTH(p_ses_message_id) < 1 OR CHAR_LENGTH(p_ses_message_id) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: ses_message_id must be 1 to 191 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_record_provider_event: ses_message_id must be 1 to 191 characters';
   END IF;
   IF CHAR_LENGTH(p_outbox_id) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: outbox_id must be at most 191 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_record_provider_event: outbox_id must be at most 191 characters';
   END IF;
   IF CHAR_LENGTH(p_recipient) > 320 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: recipient must be at most 320 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_record_provider_event: recipient must be at most 320 characters';
   END IF;
   IF p_event_at IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: event_at is required (the event''s own UTC time)';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_record_provider_event: event_at is required (the event''s own UTC time)';
   END IF;
   IF CHAR_LENGTH(p_kind) > 64 OR CHAR_LENGTH(p_subkind) > 64 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_record_provider_event: kind and subkind must be at most 64 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_record_provider_event: kind and subkind must be at most 64 characters';
   END IF;
   CALL email_internal_check_name('email_record_provider_event', 'recorded_by', p_recorded_by, 191);
   -- The text rules once over every field together, the hot path of a batch; only when that fails is

@@ -18,7 +18,7 @@ BEGIN
     RESIGNAL;
   END;
   IF p_id IS NULL OR p_id < 1 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_requeue_unknown_outcome: id must be a positive integer';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_requeue_unknown_outcome: id must be a positive integer';
   END IF;
   CALL email_internal_check_name('email_requeue_unknown_outcome', 'requeued_by', p_requeued_by, 191);
   CALL email_internal_check_name('email_requeue_unknown_outcome', 'reason', p_reason, 2000);

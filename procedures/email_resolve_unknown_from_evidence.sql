@@ -29,7 +29,7 @@ BEGIN
     RESIGNAL;
   END;
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_from_evidence: limit must be 1 to 10000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_resolve_unknown_from_evidence: limit must be 1 to 10000';
   END IF;
   CALL email_internal_check_name('email_resolve_unknown_from_evidence', 'resolved_by', p_resolved_by, 191);
   settle: LOOP

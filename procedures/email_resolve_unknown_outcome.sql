@@ -19,15 +19,15 @@ BEGIN
     RESIGNAL;
   END;
   IF p_id IS NULL OR p_id < 1 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: id must be a positive integer';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_resolve_unknown_outcome: id must be a positive integer';
   END IF;
   IF p_outcome IS NULL OR p_outcome COLLATE utf8mb4_bin NOT IN ('Sent', 'Failed') THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_resolve_unknown_outcome: outcome must be Sent or Failed';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_resolve_unknown_outcome: outcome must be Sent or Failed';
   END IF;
   CALL email_internal_check_name('email_resolve_unknown_outcome', 'resolved_by', p_resolved_by, 191);
   CALL email_internal_check_name('email_resolve_unknown_outcome', 'reason', p_reason, 2000);
   IF CHAR_LENGTH(p_provider_message_id) > 191 OR (p_outcome = 'Failed' AND p_provider_message_id IS NOT NULL) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_resolve_unknown_outcome: provider_message_id must be at most 191 characters, and only given with Sent';
   END IF;
   CALL email_internal_check_text('email_resolve_unknown_outcome', 'provider_message_id', p_provider_message_id, 'text');

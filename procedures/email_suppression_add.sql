@@ -19,7 +19,7 @@ BEGIN
     RESIGNAL;
   END;
   IF p_address IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_add: address is required';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = 'email_suppression_add: address is required';
   END IF;
   CALL email_internal_check_text('email_suppression_add', 'address', p_address, 'address');
   CALL email_internal_check_name('email_suppression_add', 'added_by', p_added_by, 191);

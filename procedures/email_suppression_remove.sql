@@ -22,7 +22,7 @@ BEGIN
     RESIGNAL;
   END;
   IF p_address IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_suppression_remove: address is required';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = 'email_suppression_remove: address is required';
   END IF;
   CALL email_internal_check_text('email_suppression_remove', 'address', p_address, 'address');
   CALL email_internal_check_name('email_suppression_remove', 'removed_by', p_removed_by, 191);

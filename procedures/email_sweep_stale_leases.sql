@@ -8,7 +8,7 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_swept BIGINT DEFAULT 0;
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_sweep_stale_leases: limit must be 1 to 10000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_sweep_stale_leases: limit must be 1 to 10000';
   END IF;
   CALL email_internal_sweep_stale_leases(p_limit, v_swept);
   SELECT v_swept AS affected;

@@ -21,10 +21,10 @@ BEGIN
   END;
   CALL email_internal_check_claim('email_try_claim', p_id, p_claim_token);
   IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_try_claim: claimed_by must be 1 to 191 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = 'email_try_claim: claimed_by must be 1 to 191 characters';
   END IF;
   IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_try_claim: lease_seconds must be 1 to 86400';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = 'email_try_claim: lease_seconds must be 1 to 86400';
   END IF;
   CALL email_internal_check_text('email_try_claim', 'claimed_by', p_claimed_by, 'text');
 

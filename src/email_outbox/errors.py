@@ -2,6 +2,7 @@
 
 OutboxError
  +-- InvalidInput          a procedure refused its arguments (SQLSTATE 45000); nothing was written
+ |    +-- one class per refusal errno (InvalidArgument 45001 ... UnsafeText 45010): REFUSALS below
  |    +-- AccountMissing   `grant` was asked to grant to an account that does not exist
  +-- NotFound              a row or a database object that was asked for does not exist
  |    +-- SchemaNotInstalled  a procedure the caller needs is missing: run `email-outbox migrate`
@@ -11,7 +12,16 @@ OutboxError
  +-- TransientDatabaseError  deadlock (1213), lock wait timeout (1205) or snapshot conflict (1020): safe to retry the call
  +-- ConfigError           a setting is missing or out of range
  +-- MigrationError        migrations could not be applied
+
+A procedure's refusal carries MYSQL_ERRNO by rule class (docs/procedures.md, "Errors"). REFUSALS is the
+one declaration of those numbers: the Errors table is generated from it (email_outbox.schema.refusals)
+and a test checks every SIGNAL in procedures/ against it.
 """
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
 
 
 class OutboxError(Exception):
@@ -19,7 +29,93 @@ class OutboxError(Exception):
 
 
 class InvalidInput(OutboxError):
-    """A stored procedure rejected its input with SQLSTATE 45000."""
+    """A stored procedure rejected its input with SQLSTATE 45000, or a command refused its arguments
+    before calling one. A procedure's refusal is raised as the subclass of its errno (REFUSALS)."""
+
+    # The MYSQL_ERRNO of a procedure's refusal of this class; None for the base and for Python's own.
+    errno: ClassVar[int | None] = None
+
+
+# The refusal classes: the docstring's first paragraph is the meaning shown in docs/procedures.md.
+class InvalidArgument(InvalidInput):
+    """An argument, or a member's value, breaks its rule: missing, out of range, too long, not one of
+    the values allowed, or not in the format required. The refusal for any rule no other class names."""
+
+    errno = 45001
+
+
+class InvalidMember(InvalidInput):
+    """A JSON document argument (the message of `email_enqueue_message`, the outcomes of
+    `email_finalize_batch`) is not the JSON asked for, or has an unknown member, a member given twice,
+    a member of the wrong JSON type, or members that exclude each other."""
+
+    errno = 45002
+
+
+class InvalidAddress(InvalidInput):
+    """An address, a mailbox (`Name <address>`) or a recipient list breaks the address rules: a
+    required address missing, not one bare address, a display name with a forbidden character, a list
+    that is not a list of addresses, or other than 1 to 50 recipients in all."""
+
+    errno = 45003
+
+
+class InvalidHeader(InvalidInput):
+    """A custom header of a message: more than 50, a name outside RFC 5322's characters, a name SES or
+    the outbox sets itself, a name given twice (compared case-insensitively), or a value over 998
+    characters."""
+
+    errno = 45004
+
+
+class SenderNotAllowed(InvalidInput):
+    """The from address is not on the calling account's sender allow-list (`email-outbox senders add`)."""
+
+    errno = 45005
+
+
+class MessageTooLarge(InvalidInput):
+    """The message is over a size limit: a body over 16 MiB, template data over 256 KiB, or bodies and
+    base64 attachments together over SES's 40 MB."""
+
+    errno = 45006
+
+
+class InvalidClaim(InvalidInput):
+    """A claim's own arguments: the claim token (1 to 64 characters), the lease (1 to 86400 seconds) or
+    the claimer's name (1 to 191 characters). A token that no longer owns the row is not a refusal: the
+    call answers `affected` 0."""
+
+    errno = 45007
+
+
+class UnsafeText(InvalidInput):
+    """A text that becomes a mail header or a log field holds a control character (TAB, CR and LF
+    included), a line or paragraph separator, or a bidi formatting character."""
+
+    errno = 45010
+
+
+# The errno table, in number order. A new class: a subclass above with the next free errno and its
+# meaning as docstring, added here; then regenerate the table (docs/procedures.md, "Errors").
+REFUSALS: tuple[type[InvalidInput], ...] = (
+    InvalidArgument,
+    InvalidMember,
+    InvalidAddress,
+    InvalidHeader,
+    SenderNotAllowed,
+    MessageTooLarge,
+    InvalidClaim,
+    UnsafeText,
+)
+REFUSAL_BY_ERRNO: dict[int, type[InvalidInput]] = {
+    cls.errno: cls for cls in REFUSALS if cls.errno is not None
+}
+
+
+def refusal_name(cls: type[InvalidInput]) -> str:
+    """The class's name as the Errors table spells it for every language: InvalidAddress -> invalid_address."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
 
 
 class AccountMissing(InvalidInput):

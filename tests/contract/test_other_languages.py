@@ -99,7 +99,7 @@ def test_enqueue_claim_finalize_requeue_through_the_cli(dsn: DatabaseDsn, repo: 
 
 
 def test_cli_sees_the_typed_error(dsn: DatabaseDsn) -> None:
-    with pytest.raises(AssertionError, match=r"ERROR 1644 \(45000\).*email_enqueue: to_address"):
+    with pytest.raises(AssertionError, match=r"ERROR 45003 \(45000\).*email_enqueue: to_address"):
         sql(dsn, "CALL email_enqueue('bad', 'not-an-address', NULL, 's', 'b', NULL, NULL, NULL);")
 
 

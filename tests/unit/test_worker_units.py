@@ -171,5 +171,7 @@ def test_every_worker_log_line_and_metric_is_listed_in_the_operations_guide() ->
         )
 
     assert sorted(m for m in messages if not is_listed(m)) == []
-    metrics = set(re.findall(r'"(email_outbox_[a-z_]+)"', (root / "src/email_outbox/worker/metrics.py").read_text()))
+    metrics = set(
+        re.findall(r'"(email_outbox_[a-z_]+)"', (root / "src/email_outbox/worker/metrics.py").read_text())
+    )
     assert len(metrics) > 10 and sorted(n for n in metrics if n not in guide) == []

@@ -103,4 +103,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidInput)) else EXIT_NOTHING
     except KeyboardInterrupt:
         return 130
-

@@ -13,6 +13,7 @@ from mysql.connector.pooling import PooledMySQLConnection
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.errors import (
+    REFUSAL_BY_ERRNO,
     AccessDenied,
     DatabaseUnavailable,
     InvalidInput,
@@ -33,6 +34,7 @@ except ImportError:  # the pure-Python connector
     _CExtensionError = mysql.connector.Error
 DRIVER_ERRORS: tuple[type[Exception], ...] = (mysql.connector.Error, _CExtensionError)
 
+# A SIGNAL without MYSQL_ERRNO (the procedures set one by rule class: errors.REFUSALS).
 ER_SIGNAL_EXCEPTION = 1644
 ER_SP_DOES_NOT_EXIST = 1305
 ER_NO_SUCH_TABLE = 1146
@@ -119,7 +121,7 @@ def translate_error(exc: Exception) -> OutboxError:
     errno = getattr(exc, "errno", None)
     message = getattr(exc, "msg", None) or str(exc)
     if errno == ER_SIGNAL_EXCEPTION or getattr(exc, "sqlstate", None) == "45000":
-        return InvalidInput(message)
+        return REFUSAL_BY_ERRNO.get(errno or ER_SIGNAL_EXCEPTION, InvalidInput)(message)
     if errno in VALUE_REFUSED_ERRNOS:
         return InvalidInput(message)
     if errno == ER_NET_PACKET_TOO_LARGE:
