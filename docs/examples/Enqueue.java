@@ -6,8 +6,9 @@
 // The database comes from OUTBOX_DB_HOST, OUTBOX_DB_PORT, OUTBOX_DB_USER, OUTBOX_DB_PASSWORD and
 // OUTBOX_DB_NAME. Prints `affected attempt_id`. The JDK has no JSON library: this uses JSON-P
 // (javax.json, the Java EE standard API; jakarta.json is the same API renamed). MySQL Connector/J
-// works the same way (jdbc:mysql://). tests/test_other_languages.py runs this file and checks that
-// docs/procedures.md shows the part between the docs:start and docs:end lines unchanged.
+// works the same way (jdbc:mysql://). A sender not on the allow-list exits 3.
+// tests/contract/test_other_languages.py runs this file and checks that docs/procedures.md shows the
+// part between the docs:start and docs:end lines unchanged.
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,6 +22,15 @@ import javax.json.Json;
 
 public class Enqueue {
   // docs:start
+  /** The refusal number for a from address not on this account's allow-list (docs/procedures.md, Errors). */
+  static final int SENDER_NOT_ALLOWED = 45005;
+
+  static class SenderNotAllowed extends SQLException {
+    SenderNotAllowed(SQLException refusal) {
+      super("sender not allowed: " + refusal.getMessage(), refusal.getSQLState(), refusal.getErrorCode(), refusal);
+    }
+  }
+
   /** Marks the order paid and enqueues its receipt in one transaction: both commit or neither does. */
   static long[] enqueueReceipt(Connection conn, long orderId, byte[] pdf) throws SQLException {
     String message = Json.createObjectBuilder()
@@ -58,7 +68,12 @@ public class Enqueue {
       conn.commit();
       return result;
     } catch (SQLException e) {
-      conn.rollback();  // getSQLState() "45000": getMessage() names the member and the rule
+      conn.rollback();
+      // A refusal: getSQLState() "45000", getErrorCode() its rule class, getMessage() names the member and the rule.
+      // MariaDB Connector/J reads the number as a signed 16-bit value (45005 arrives as -20531): mask it.
+      if ((e.getErrorCode() & 0xFFFF) == SENDER_NOT_ALLOWED) {
+        throw new SenderNotAllowed(e);
+      }
       throw e;
     } finally {
       conn.setAutoCommit(autoCommit);
@@ -73,6 +88,9 @@ public class Enqueue {
         url, System.getenv("OUTBOX_DB_USER"), System.getenv().getOrDefault("OUTBOX_DB_PASSWORD", ""))) {
       long[] result = enqueueReceipt(conn, Long.parseLong(args[0]), Files.readAllBytes(Path.of(args[1])));
       System.out.println(result[0] + " " + result[1]);
+    } catch (SenderNotAllowed e) {
+      System.err.println(e.getMessage());
+      System.exit(3);
     }
   }
 }

@@ -4,8 +4,9 @@
 //	go mod init example.com/enqueue && go get github.com/go-sql-driver/mysql && go run . ORDER_ID PDF_FILE
 //
 // The database comes from OUTBOX_DB_HOST, OUTBOX_DB_PORT, OUTBOX_DB_USER, OUTBOX_DB_PASSWORD and
-// OUTBOX_DB_NAME. Prints `affected attempt_id`. tests/test_other_languages.py runs this file and
-// checks that docs/procedures.md shows the part between the docs:start and docs:end lines unchanged.
+// OUTBOX_DB_NAME. Prints `affected attempt_id`; a sender not on the allow-list exits 3.
+// tests/contract/test_other_languages.py runs this file and checks that docs/procedures.md shows the
+// part between the docs:start and docs:end lines unchanged.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -22,6 +24,13 @@ import (
 )
 
 // docs:start
+// senderNotAllowed is the refusal number for a from address not on this account's allow-list
+// (docs/procedures.md, Errors).
+const senderNotAllowed = 45005
+
+// ErrSenderNotAllowed is what enqueueReceipt returns, wrapped, for that refusal.
+var ErrSenderNotAllowed = errors.New("sender not allowed")
+
 // enqueueReceipt marks the order paid and enqueues its receipt in one transaction: both commit or neither does.
 func enqueueReceipt(ctx context.Context, db *sql.DB, orderID int64, pdf []byte) (affected, attemptID int64, err error) {
 	message, err := json.Marshal(map[string]any{
@@ -58,7 +67,12 @@ func enqueueReceipt(ctx context.Context, db *sql.DB, orderID int64, pdf []byte) 
 	err = tx.QueryRowContext(ctx, "CALL email_enqueue_message(?, ?)",
 		fmt.Sprintf("order-%d:receipt", orderID), string(message)).Scan(&affected, &attemptID)
 	if err != nil {
-		return 0, 0, err // a *mysql.MySQLError, Number 1644 (SQLSTATE 45000): its Message names the member and the rule
+		// A refusal is a *mysql.MySQLError, SQLSTATE 45000: Number is its rule class, Message names the member and the rule.
+		var refusal *mysql.MySQLError
+		if errors.As(err, &refusal) && refusal.Number == senderNotAllowed {
+			return 0, 0, fmt.Errorf("%w: %s", ErrSenderNotAllowed, refusal.Message)
+		}
+		return 0, 0, err
 	}
 	return affected, attemptID, tx.Commit()
 }
@@ -86,6 +100,10 @@ func main() {
 		log.Fatal(err)
 	}
 	affected, attemptID, err := enqueueReceipt(context.Background(), db, orderID, pdf)
+	if errors.Is(err, ErrSenderNotAllowed) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
 	if err != nil {
 		log.Fatal(err)
 	}

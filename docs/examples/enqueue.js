@@ -3,13 +3,18 @@
 //   npm install mysql2 && node enqueue.js ORDER_ID PDF_FILE
 //
 // The database comes from OUTBOX_DB_HOST, OUTBOX_DB_PORT, OUTBOX_DB_USER, OUTBOX_DB_PASSWORD and
-// OUTBOX_DB_NAME. Prints `affected attempt_id`. tests/test_other_languages.py runs this file and
-// checks that docs/procedures.md shows the part between the docs:start and docs:end lines unchanged.
+// OUTBOX_DB_NAME. Prints `affected attempt_id`; a sender not on the allow-list exits 3.
+// tests/contract/test_other_languages.py runs this file and checks that docs/procedures.md shows the
+// part between the docs:start and docs:end lines unchanged.
 'use strict';
 const fs = require('node:fs');
 const mysql = require('mysql2/promise');
 
 // docs:start
+/** The refusal number for a from address not on this account's allow-list (docs/procedures.md, Errors). */
+const SENDER_NOT_ALLOWED = 45005;
+class SenderNotAllowed extends Error {}
+
 /** Marks the order paid and enqueues its receipt in one transaction: both commit or neither does. */
 async function enqueueReceipt(conn, orderId, pdf) {
   const message = JSON.stringify({
@@ -40,7 +45,11 @@ async function enqueueReceipt(conn, orderId, pdf) {
     await conn.commit();
     return { affected, attemptId };
   } catch (err) {
-    await conn.rollback(); // err.sqlState '45000': err.sqlMessage names the member and the rule
+    await conn.rollback();
+    // A refusal: err.sqlState '45000', err.errno its rule class, err.sqlMessage names the member and the rule.
+    if (err.errno === SENDER_NOT_ALLOWED) {
+      throw new SenderNotAllowed(`sender not allowed: ${err.sqlMessage}`, { cause: err });
+    }
     throw err;
   }
 }
@@ -63,6 +72,6 @@ async function main() {
 }
 
 main().catch((err) => {
-  console.error(err);
-  process.exit(1);
+  console.error(err instanceof SenderNotAllowed ? err.message : err);
+  process.exit(err instanceof SenderNotAllowed ? 3 : 1);
 });

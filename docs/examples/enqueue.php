@@ -4,11 +4,19 @@
 //   php enqueue.php ORDER_ID PDF_FILE        (needs the pdo_mysql extension)
 //
 // The database comes from OUTBOX_DB_HOST, OUTBOX_DB_PORT, OUTBOX_DB_USER, OUTBOX_DB_PASSWORD and
-// OUTBOX_DB_NAME. Prints `affected attempt_id`. tests/test_other_languages.py runs this file and
-// checks that docs/procedures.md shows the part between the docs:start and docs:end lines unchanged.
+// OUTBOX_DB_NAME. Prints `affected attempt_id`; a sender not on the allow-list exits 3.
+// tests/contract/test_other_languages.py runs this file and checks that docs/procedures.md shows the
+// part between the docs:start and docs:end lines unchanged.
 declare(strict_types=1);
 
 // docs:start
+/** The refusal number for a from address not on this account's allow-list (docs/procedures.md, Errors). */
+const SENDER_NOT_ALLOWED = 45005;
+
+final class SenderNotAllowed extends RuntimeException
+{
+}
+
 /** Marks the order paid and enqueues its receipt in one transaction: both commit or neither does. */
 function enqueueReceipt(PDO $pdo, int $orderId, string $pdf): array
 {
@@ -42,7 +50,11 @@ function enqueueReceipt(PDO $pdo, int $orderId, string $pdf): array
         return [(int) $row['affected'], (int) $row['attempt_id']];
     } catch (Throwable $e) {
         if ($pdo->inTransaction()) {
-            $pdo->rollBack(); // a PDOException, getCode() '45000': getMessage() names the member and the rule
+            $pdo->rollBack();
+        }
+        // A refusal is a PDOException, getCode() '45000': errorInfo[1] is its rule class, errorInfo[2] names the member and the rule.
+        if ($e instanceof PDOException && (int) ($e->errorInfo[1] ?? 0) === SENDER_NOT_ALLOWED) {
+            throw new SenderNotAllowed("sender not allowed: {$e->errorInfo[2]}", 0, $e);
         }
         throw $e;
     }
@@ -56,5 +68,10 @@ $pdo = new PDO(
     getenv('OUTBOX_DB_PASSWORD') ?: '',
     [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION],
 );
-[$affected, $attemptId] = enqueueReceipt($pdo, (int) $argv[1], file_get_contents($argv[2]));
+try {
+    [$affected, $attemptId] = enqueueReceipt($pdo, (int) $argv[1], file_get_contents($argv[2]));
+} catch (SenderNotAllowed $e) {
+    fwrite(STDERR, $e->getMessage() . "\n");
+    exit(3);
+}
 echo "$affected $attemptId\n";

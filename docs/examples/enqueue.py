@@ -3,8 +3,9 @@
     python enqueue.py ORDER_ID PDF_FILE helper|dbapi
 
 The database comes from OUTBOX_DB_HOST, OUTBOX_DB_PORT, OUTBOX_DB_USER, OUTBOX_DB_PASSWORD and
-OUTBOX_DB_NAME. Prints `affected attempt_id`. tests/test_other_languages.py runs this file and checks
-that docs/procedures.md shows the parts between the docs:start and docs:end lines unchanged.
+OUTBOX_DB_NAME. Prints `affected attempt_id`; a sender not on the allow-list exits 3.
+tests/contract/test_other_languages.py runs this file and checks that docs/procedures.md shows the parts
+between the docs:start and docs:end lines unchanged.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import mysql.connector
 from email_outbox import Attachment, Message, enqueue_message
+from email_outbox.errors import SenderNotAllowed
 
 
 # docs:start helper
@@ -40,8 +42,15 @@ def enqueue_receipt(connection: Any, order_id: int, pdf: bytes) -> tuple[int, in
                      "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"},
             tags={"kind": "receipt"},
             attachments=[Attachment(f"receipt-{order_id}.pdf", "application/pdf", pdf)],
-        ))  # a 45000 raises mysql.connector.Error (errno 1644), its msg naming the member and the rule
+        ))
         connection.commit()
+    except mysql.connector.Error as exc:
+        connection.rollback()
+        # A refusal: sqlstate '45000', errno its rule class (email_outbox.errors has one class per number),
+        # msg naming the member and the rule.
+        if exc.errno == SenderNotAllowed.errno:
+            raise SenderNotAllowed(f"sender not allowed: {exc.msg}") from exc
+        raise
     except BaseException:
         connection.rollback()
         raise
@@ -50,6 +59,13 @@ def enqueue_receipt(connection: Any, order_id: int, pdf: bytes) -> tuple[int, in
 
 
 # docs:start dbapi
+SENDER_NOT_ALLOWED = 45005  # the refusal number for a sender not on the allow-list (docs/procedures.md, Errors)
+
+
+class SenderRefused(Exception):
+    """The from address is not on this account's allow-list."""
+
+
 def enqueue_receipt_dbapi(connection: Any, order_id: int, pdf: bytes) -> tuple[int, int]:
     """The same with plain DB-API: the json and base64 modules build the document."""
     message = json.dumps({
@@ -77,6 +93,11 @@ def enqueue_receipt_dbapi(connection: Any, order_id: int, pdf: bytes) -> tuple[i
                 cursor.fetchall()
         cursor.close()
         connection.commit()
+    except mysql.connector.Error as exc:
+        connection.rollback()
+        if exc.errno == SENDER_NOT_ALLOWED:  # a refusal: sqlstate '45000', errno its rule class
+            raise SenderRefused(f"sender not allowed: {exc.msg}") from exc
+        raise
     except BaseException:
         connection.rollback()
         raise
@@ -97,6 +118,9 @@ def main() -> None:
     try:
         enqueue = enqueue_receipt if way == "helper" else enqueue_receipt_dbapi
         affected, attempt_id = enqueue(connection, order_id, pdf_file.read_bytes())
+    except (SenderNotAllowed, SenderRefused) as refused:
+        print(refused, file=sys.stderr)
+        sys.exit(3)
     finally:
         connection.close()
     print(affected, attempt_id)

@@ -105,7 +105,8 @@ def enqueue_message(
 ) -> EnqueueResult:
     """CALL email_enqueue_message on `connection`, in whatever transaction it has open; never commits.
     A duplicate notification_id returns affected 0 and the existing id. Bad input raises the driver's
-    error for SQLSTATE 45000, whose message names the member and the rule."""
+    error for SQLSTATE 45000, whose errno is its rule class (email_outbox.errors.REFUSAL_BY_ERRNO) and
+    whose message names the member and the rule."""
     document = (
         message.to_json()
         if isinstance(message, Message)

@@ -306,7 +306,8 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
 ) -> None:
     """Runs docs/examples/<language> against the test database, twice, and compares what is stored
     with the document the example builds: every address, header, tag and attachment byte. Then once
-    more with its sender taken off the allow-list: the 45000 rolls the order's change back too."""
+    more with its sender taken off the allow-list: the example matches the refusal's number (45005,
+    sender_not_allowed) and exits 3, and the refusal rolls the order's change back too."""
     command, extra_env = _command(language, tmp_path, outcomes)
     order = LANGUAGES.index(language) + 40
     orders.cursor().execute("INSERT INTO orders VALUES (%s, 'new')", (order,))
@@ -374,7 +375,7 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
     ], "every byte of the attachment"
     assert sum(s.count for s in repo.outbox_stats()) == 1, "the second run was a duplicate: one row"
 
-    # A refusal (45000) rolls the business change back with it: the example's own error path.
+    # A refusal (45000, errno 45005) rolls the business change back with it: the example's own error path.
     refused = order + 100
     cur.execute("INSERT INTO orders VALUES (%s, 'new')", (refused,))
     assert repo.sender_remove(LOCAL_SENDER_DOMAIN, "", "test", "refuse the example's sender") == 1
@@ -382,8 +383,9 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
         out = _run([arg.format(order=refused, pdf=pdf) for arg in command], timeout=120, env=env)
     finally:
         repo.sender_add(LOCAL_SENDER_DOMAIN, "", "test", "the local test sender domain again")
-    assert out.returncode != 0, f"{language} example did not fail:\n{out.stdout}"
-    assert "is not an allowed sender" in out.stdout + out.stderr, out.stderr
+    # Exit 3 and "sender not allowed: ..." only from the branch that matched the refusal's number (45005).
+    assert out.returncode == 3, f"{language} example did not match refusal 45005:\n{out.stdout}\n{out.stderr}"
+    assert "sender not allowed: " in out.stderr and "is not an allowed sender" in out.stderr, out.stderr
     cur.execute("SELECT state FROM orders WHERE id = %s", (refused,))
     assert cur.fetchall() == [("new",)], "the refused enqueue rolled the business change back"
     assert sum(s.count for s in repo.outbox_stats()) == 1, "and wrote nothing"
