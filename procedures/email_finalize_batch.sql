@@ -11,7 +11,8 @@
 -- email_finalize_unknown, 'released' email_release_claim, 'started' email_start_send (a worker sends the
 -- start of its next reservation with its last finalize). A row the caller no longer holds is left
 -- as it is (affected 0) and the others still land. A malformed item refuses the whole call, naming its
--- index, and nothing is written.
+-- index (45002 for the array's or an item's shape; a value, the single procedure's number), and
+-- nothing is written.
 -- Result: one row per item, in the order given: seq (from 0), id, affected, status (the status
 -- written; NULL when affected is 0). Inside the caller's transaction, if one is open.
 CREATE PROCEDURE email_finalize_batch(

@@ -1,6 +1,7 @@
 -- Internal: one recipient list of a message document (`to`, `cc`, `bcc` or `reply_to`): absent or
 -- an array of strings, each an address alone or as `Name <address>` (email_internal_check_text
--- 'mailbox'). Returns how many, and the bare address of the first.
+-- 'mailbox'). Returns how many, and the bare address of the first. Refuses with 45003
+-- (invalid_address): not a list, more than 50, an entry that is no address.
 CREATE PROCEDURE email_internal_check_mailboxes(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_doc LONGTEXT CHARACTER SET utf8mb4,

@@ -1,6 +1,6 @@
 -- Internal: who did something and why, as every operator action and audited change takes them: 1 to
--- p_max characters, not blank, and the text rules of email_internal_check_text. Raises 45000 naming
--- p_where and p_field.
+-- p_max characters, not blank, and the text rules of email_internal_check_text. Refuses with 45001
+-- (invalid_argument; 45010 from the text rules) naming p_where and p_field.
 CREATE PROCEDURE email_internal_check_name(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_field VARCHAR(64) CHARACTER SET utf8mb4,

@@ -1,4 +1,4 @@
--- Raises 45000 unless the calling account may send as p_sender. The account is SESSION_USER(), the
+-- Refuses with 45005 (sender_not_allowed) unless the calling account may send as p_sender. The account is SESSION_USER(), the
 -- server's word for who called, never a name the caller passes in.
 CREATE PROCEDURE email_internal_check_sender(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,

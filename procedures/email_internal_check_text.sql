@@ -6,8 +6,9 @@
 -- above, or a display name and one: `Ann Lee <ann@example.com>`, the name at most 256 characters with
 -- no angle bracket, quote or backslash, or wholly in double quotes (`"Lee, Ann" <ann@example.com>`)
 -- to carry a comma or semicolon. NULL passes: callers decide what is required.
--- Raises 45000 naming p_where and p_field; writes nothing. A procedure, not a function: creating
--- functions with the binary log on needs SUPER.
+-- Refuses naming p_where and p_field, with 45010 (unsafe_text) for a character the text rules forbid
+-- and 45003 (invalid_address) for an address or mailbox that breaks its rules; writes nothing.
+-- A procedure, not a function: creating functions with the binary log on needs SUPER.
 CREATE PROCEDURE email_internal_check_text(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_field VARCHAR(300) CHARACTER SET utf8mb4,

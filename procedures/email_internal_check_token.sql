@@ -1,5 +1,6 @@
--- Internal: the claim token's argument rule, once: 1 to 64 characters. Used by the claim that mints
--- it (email_internal_claim_batch) and, through email_internal_check_claim, by every call that shows it.
+-- Internal: the claim token's argument rule, once: 1 to 64 characters, else 45007 (invalid_claim).
+-- Used by the claim that mints it (email_internal_claim_batch) and, through email_internal_check_claim,
+-- by every call that shows it.
 CREATE PROCEDURE email_internal_check_token(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_claim_token TEXT CHARACTER SET utf8mb4

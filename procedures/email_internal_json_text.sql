@@ -1,5 +1,6 @@
 -- Internal: one optional string member of a JSON document (email_enqueue_message). p_value is NULL
--- when the member is absent or JSON null; any other type is refused, naming the field.
+-- when the member is absent or JSON null; any other type is refused (45002, invalid_member), naming
+-- the field.
 CREATE PROCEDURE email_internal_json_text(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_doc LONGTEXT CHARACTER SET utf8mb4,
