@@ -1,6 +1,7 @@
 -- Internal: the one validation and insert path of an enqueue, shared by email_enqueue and
 -- email_enqueue_message. Runs inside the caller's unit of work (email_internal_begin); writes the row
--- and its 'enqueued' event, or on a duplicate notification_id nothing, and reports the existing id.
+-- and its 'enqueued' event, or on a duplicate notification_id nothing, and reports the existing id
+-- (NULL when the earlier row was deleted by retention and only its tombstone is left).
 -- p_where names the public procedure in errors. A row sent with a stored template (p_template = 1)
 -- needs no body. p_message_options and p_attachment_bytes come checked from email_enqueue_message.
 CREATE PROCEDURE email_internal_enqueue(
@@ -25,6 +26,7 @@ BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE v_suppressed INT DEFAULT 0;
+  DECLARE v_tombstone INT DEFAULT 0;
   DECLARE v_message VARCHAR(300) CHARACTER SET utf8mb4;
   -- The duplicate key is an answer, not an error.
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
@@ -81,10 +83,26 @@ BEGIN
      COALESCE(p_attachment_bytes, 0));
 
   IF v_duplicate = 0 THEN
-    SET p_affected = 1, p_attempt_id = LAST_INSERT_ID();
+    SET p_attempt_id = LAST_INSERT_ID();
+    -- Retention deleted an earlier row with this id less than its keep_ids_days ago (email_retention):
+    -- still a duplicate, with no row to name. Checked after the insert, with a locking read: an insert
+    -- that waited on the old row's delete succeeds only once that delete (and the tombstone written in
+    -- the same transaction) has committed, which a check before the insert could miss.
+    SELECT COUNT(*) INTO v_tombstone FROM email_notification_tombstones
+     WHERE account = '' AND id_hash = UNHEX(SHA2(p_notification_id, 256)) AND keep_until >= DATE(v_now)
+     LOCK IN SHARE MODE;
+    IF v_tombstone > 0 THEN
+      DELETE FROM email_delivery_attempts WHERE id = p_attempt_id;
+      SET v_duplicate = 1, p_attempt_id = NULL;
+    END IF;
+  END IF;
+  IF v_duplicate = 0 THEN
+    SET p_affected = 1;
     CALL email_internal_record_event(p_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
     -- To a suppressed address, the new row ends Failed at once and is never sent.
     CALL email_internal_fail_if_suppressed(p_attempt_id, v_now, SESSION_USER(), v_suppressed);
+  ELSEIF v_tombstone > 0 THEN
+    SET p_affected = 0;
   ELSE
     SET p_affected = 0;
     -- A locking read sees the committed row even when the caller's snapshot predates it.

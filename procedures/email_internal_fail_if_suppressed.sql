@@ -13,6 +13,7 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_address VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_key VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_erased_key VARCHAR(65) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_why VARCHAR(2000) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT 'Pending';
   -- Not on the list (or no such row) is the usual answer, not a condition for the caller.
@@ -20,10 +21,13 @@ BEGIN
   SET p_failed = 0;
   SELECT to_address INTO v_address FROM email_delivery_attempts WHERE id = p_id;
   CALL email_internal_address_key(v_address, v_key);
+  -- An erased address is on the list by its keyed hash only (email_erase_address).
+  CALL email_internal_erased_key(v_address, v_erased_key);
   SELECT LEFT(CONCAT('not sent: ', v_address, ' is on the suppression list (', reason, ': ', detail, ')'), 2000)
     INTO v_why
     FROM email_suppressed_addresses
-   WHERE address_key = v_key COLLATE utf8mb4_bin;
+   WHERE address_key IN (v_key COLLATE utf8mb4_bin, v_erased_key COLLATE utf8mb4_bin)
+   LIMIT 1;
   IF v_why IS NOT NULL THEN
     -- Two guarded UPDATEs by primary key, one per due status: the count says which one held.
     UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)

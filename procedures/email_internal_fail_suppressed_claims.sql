@@ -9,6 +9,12 @@ CREATE PROCEDURE email_internal_fail_suppressed_claims(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Erased addresses are on the list by keyed hash (email_internal_erased_key spells the rule); the
+  -- hash is computed per row only while there is such an entry at all.
+  DECLARE v_secret VARCHAR(64) CHARACTER SET ascii DEFAULT NULL;
+  IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key LIKE '#%') THEN
+    SELECT HEX(secret) INTO v_secret FROM email_outbox_secrets WHERE name = 'erasure';
+  END IF;
   CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_suppressed_ids (
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
     from_status ENUM('Pending', 'Retrying') NOT NULL,
@@ -23,9 +29,13 @@ BEGIN
     FROM email_claim_batch_ids c
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
          STRAIGHT_JOIN email_suppressed_addresses s
-           ON s.address_key = CONCAT(
-                LEFT(a.to_address, CHAR_LENGTH(a.to_address) - CHAR_LENGTH(SUBSTRING_INDEX(a.to_address, '@', -1)) - 1),
-                '@', LOWER(SUBSTRING_INDEX(a.to_address, '@', -1))) COLLATE utf8mb4_bin;
+           ON s.address_key IN (
+                CONCAT(
+                  LEFT(a.to_address, CHAR_LENGTH(a.to_address) - CHAR_LENGTH(SUBSTRING_INDEX(a.to_address, '@', -1)) - 1),
+                  '@', LOWER(SUBSTRING_INDEX(a.to_address, '@', -1))) COLLATE utf8mb4_bin,
+                CONCAT('#', SHA2(CONCAT(v_secret, ':', LOWER(a.to_address)), 256)) COLLATE utf8mb4_bin)
+  -- (one entry per row even if both keys matched)
+  ON DUPLICATE KEY UPDATE why = email_claim_suppressed_ids.why;
   IF ROW_COUNT() > 0 THEN
     UPDATE email_claim_suppressed_ids x
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = x.id

@@ -16,14 +16,21 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_key VARCHAR(320) CHARACTER SET utf8mb4;
+  DECLARE v_erased_key VARCHAR(65) CHARACTER SET utf8mb4;
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   SET p_added = 0;
   CALL email_internal_address_key(p_address, v_key);
-  INSERT INTO email_suppressed_addresses
-    (address_key, address, reason, detail, provider_event_id, attempt_id, ses_message_id, added_at, added_by, added_via)
-  VALUES
-    (v_key, p_address, p_reason, p_detail, p_provider_event_id, p_attempt_id, p_ses_message_id, p_now, p_by, SESSION_USER());
+  -- Erased (email_erase_address) is already suppressed: writing it again would put it back in clear.
+  CALL email_internal_erased_key(p_address, v_erased_key);
+  IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key = v_erased_key COLLATE utf8mb4_bin) THEN
+    SET v_duplicate = 1;
+  ELSE
+    INSERT INTO email_suppressed_addresses
+      (address_key, address, reason, detail, provider_event_id, attempt_id, ses_message_id, added_at, added_by, added_via)
+    VALUES
+      (v_key, p_address, p_reason, p_detail, p_provider_event_id, p_attempt_id, p_ses_message_id, p_now, p_by, SESSION_USER());
+  END IF;
   IF v_duplicate = 0 THEN
     SET p_added = 1;
     INSERT INTO email_suppressed_addresses_log (occurred_at, action, address, reason, actor, db_account, detail)

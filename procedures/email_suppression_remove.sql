@@ -1,5 +1,6 @@
 -- Operator: take an address off the suppression list (compared as on adding: the domain
--- case-insensitively). Emails already Failed as 'Suppressed' stay Failed; new ones are sent again.
+-- case-insensitively; an erased address by its keyed hash). Emails already Failed as 'Suppressed'
+-- stay Failed; new ones are sent again.
 -- Logged like email_suppression_add. Result: affected (1 removed, 0 it was not on the list).
 CREATE PROCEDURE email_suppression_remove(
   IN p_address TEXT CHARACTER SET utf8mb4,
@@ -31,6 +32,12 @@ BEGIN
   CALL email_internal_begin(v_own);
   SELECT address, reason INTO v_address, v_was FROM email_suppressed_addresses
    WHERE address_key = v_key COLLATE utf8mb4_bin FOR UPDATE;
+  IF v_address IS NULL THEN
+    -- An erased address is on the list by its keyed hash; its entry and this log line keep no address.
+    CALL email_internal_erased_key(p_address, v_key);
+    SELECT address, reason INTO v_address, v_was FROM email_suppressed_addresses
+     WHERE address_key = v_key COLLATE utf8mb4_bin FOR UPDATE;
+  END IF;
   IF v_address IS NOT NULL THEN
     DELETE FROM email_suppressed_addresses WHERE address_key = v_key COLLATE utf8mb4_bin;
     SET v_affected = ROW_COUNT();

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from email_outbox.models import EnqueueResult
+from email_outbox.models import EnqueueResult, optional_id
 
 
 @dataclass(frozen=True)
@@ -121,4 +121,4 @@ def enqueue_message(
                 cursor.fetchall()
     finally:
         cursor.close()
-    return EnqueueResult(int(affected), int(attempt_id))
+    return EnqueueResult(int(affected), optional_id(attempt_id))

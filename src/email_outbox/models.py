@@ -27,11 +27,37 @@ class Status(enum.StrEnum):
 @dataclass(frozen=True)
 class EnqueueResult:
     affected: int
-    attempt_id: int
+    # None: a duplicate of an email retention deleted (only its tombstone is left, email_retention).
+    attempt_id: int | None
 
     @property
     def duplicate(self) -> bool:
         return self.affected == 0
+
+
+def optional_id(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class RetentionBatch:
+    """One call of email_retention: what it deleted, and whether to call again."""
+
+    deleted: int
+    tombstones_expired: int
+    more: bool
+    run_id: int
+    cutoff: datetime
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """What email_erase_address changed; `processing` rows were left for a rerun."""
+
+    erased: int
+    processing: int
+    provider_events: int
+    suppression_entries: int
 
 
 @dataclass(frozen=True)

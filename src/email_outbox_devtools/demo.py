@@ -81,6 +81,7 @@ def main() -> int:
             f"enqueued {EMAILS} emails ({len(range(0, EMAILS, REJECT_EVERY))} to addresses the endpoint rejects)"
         )
         invoice_id = enqueue_message(repo.connection, "demo-invoice-1001", INVOICE).attempt_id
+        assert invoice_id is not None, "a fresh demo database has no tombstones"
         print(
             f"enqueued 1 whole message (cc, bcc, reply-to, headers, tags, a PDF attachment) as id {invoice_id}"
         )

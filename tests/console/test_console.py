@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import AccessDenied
 from tests.conftest import TestServer
+from tests.support.accounts import granted_account
 from tests.support.console_support import (
     PASSWORD,
     USER,
@@ -97,23 +97,6 @@ def last_event(repo: OutboxRepository, attempt_id: int) -> tuple[str, str, str]:
     cursor.close()
     assert row is not None
     return row[0], row[1], row[2]  # type: ignore[return-value]
-
-
-@contextmanager
-def granted_account(server: TestServer, dsn: DatabaseDsn, role: str) -> Iterator[DatabaseDsn]:
-    """A fresh account created and given `role` by `email-outbox grant`, dropped afterwards."""
-    user, password = f"eo_{role}", f"{role}-Pass1"
-    os.environ["TEST_ROLE_ACCOUNT_PASSWORD"] = password
-    try:
-        code = main(["grant", role, f"{user}@%", "--dsn", dsn.url(), "--create",
-                     "--password-env", "TEST_ROLE_ACCOUNT_PASSWORD"])  # fmt: skip
-        assert code == 0
-        yield DatabaseDsn(user, password, dsn.host, dsn.port, dsn.database, dsn.unix_socket)
-    finally:
-        del os.environ["TEST_ROLE_ACCOUNT_PASSWORD"]
-        admin = server.admin_connection()
-        admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
-        admin.close()
 
 
 # --- authentication -----------------------------------------------------------------------------------

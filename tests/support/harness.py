@@ -28,6 +28,9 @@ TABLES = (
     "email_delivery_status",
     "email_suppressed_addresses",
     "email_suppressed_addresses_log",
+    "email_notification_tombstones",
+    "email_retention_runs",
+    "email_erasures",
 )
 
 

@@ -11,6 +11,8 @@ from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import ConfigError
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
+# Done in part, the rest refused for now (`erase` found rows a worker is sending): run it again later.
+EXIT_INCOMPLETE = 3
 
 
 def add_dsn(parser: argparse.ArgumentParser) -> None:

@@ -97,6 +97,9 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             )
             results.append((args.notification_id, result))
     for notification_id, result in results:
+        if result.attempt_id is None:
+            print(f"{visible(notification_id)}: duplicate of an email deleted by retention (no row left)")
+            continue
         kind = "duplicate of" if result.duplicate else "enqueued as"
         print(f"{visible(notification_id)}: {kind} id {result.attempt_id}")
     return EXIT_OK if any(not r.duplicate for _, r in results) or not results else EXIT_NOTHING

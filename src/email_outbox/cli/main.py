@@ -1,6 +1,7 @@
 """The `email-outbox` command: migrate, worker, and the operator commands.
 
-Exit codes: 0 done, 1 nothing matched or refused, 2 usage or input error. Errors are one line on
+Exit codes: 0 done, 1 nothing matched or refused, 2 usage or input error, 3 done in part (`erase`:
+rows being sent were left alone; run it again). Errors are one line on
 stderr; --debug shows the traceback.
 """
 
@@ -16,6 +17,7 @@ from email_outbox.cli import enqueue as enqueue_cli
 from email_outbox.cli import events as events_cli
 from email_outbox.cli import grant as grant_cli
 from email_outbox.cli import operator as operator_cli
+from email_outbox.cli import retention as retention_cli
 from email_outbox.cli import senders as senders_cli
 from email_outbox.cli import suppression as suppression_cli
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     senders_cli.register(sub)
     events_cli.register(sub)
     suppression_cli.register(sub)
+    retention_cli.register(sub)
     console_cli.register(sub)
     return parser
 

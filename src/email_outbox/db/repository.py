@@ -28,11 +28,14 @@ from email_outbox.models import (
     DeliveryEvent,
     DeliveryRow,
     EnqueueResult,
+    Erasure,
     FailureResult,
     FinalizeItem,
     QueueHealth,
+    RetentionBatch,
     Status,
     StatusCount,
+    optional_id,
 )
 from email_outbox.schema.routines import parameter_names
 
@@ -169,12 +172,12 @@ class OutboxRepository(ProviderEventCalls):
             max_attempts=max_attempts,
             send_after=send_after,
         )[0]
-        return EnqueueResult(int(row["affected"]), int(row["attempt_id"]))
+        return EnqueueResult(int(row["affected"]), optional_id(row["attempt_id"]))
 
     def enqueue_message(self, notification_id: str, message: str) -> EnqueueResult:
         """email_enqueue_message: `message` is the JSON document (email_outbox.message builds one)."""
         row = self._call("email_enqueue_message", notification_id=notification_id, message=message)[0]
-        return EnqueueResult(int(row["affected"]), int(row["attempt_id"]))
+        return EnqueueResult(int(row["affected"]), optional_id(row["attempt_id"]))
 
     # --- claiming -------------------------------------------------------------------------------
     def claimable_candidates(self, limit: int) -> list[Candidate]:
@@ -416,6 +419,34 @@ class OutboxRepository(ProviderEventCalls):
             "email_purge_bodies_after", older_than_days=older_than_days, after_id=after_id, limit=limit
         )[0]
         return int(row["affected"]), int(row["last_id"])
+
+    def retention(
+        self, older_than_days: int, keep_ids_days: int | None, batch_size: int, actor: str
+    ) -> RetentionBatch:
+        """One batch of email_retention (its own transaction); call again while `more`."""
+        row = self._call(
+            "email_retention",
+            older_than_days=older_than_days,
+            keep_ids_days=keep_ids_days,
+            batch_size=batch_size,
+            actor=actor,
+        )[0]
+        return RetentionBatch(
+            int(row["deleted"]),
+            int(row["tombstones_expired"]),
+            bool(row["more"]),
+            int(row["run_id"]),
+            row["cutoff"],
+        )
+
+    def erase_address(self, address: str, actor: str, reason: str) -> Erasure:
+        row = self._call("email_erase_address", address=address, actor=actor, reason=reason)[0]
+        return Erasure(
+            int(row["erased"]),
+            int(row["processing"]),
+            int(row["provider_events"]),
+            int(row["suppression_entries"]),
+        )
 
     # --- read-only views for operators ------------------------------------------------------------
     def get_row(self, attempt_id: int) -> DeliveryRow:

@@ -39,6 +39,11 @@ WORKER_PROCEDURES = (
     "email_sender_allowed",
 )
 
+# `email-outbox retention` and `erase` (a scheduler's account, or a DBA's): deletes old emails and
+# erases an address. Operators have both too; the enqueuer, worker, events, viewer and console roles
+# have neither.
+MAINTENANCE_PROCEDURES = ("email_retention", "email_erase_address")
+
 OPERATOR_PROCEDURES = (
     "email_requeue_unknown_outcome",
     "email_resolve_unknown_outcome",
@@ -58,6 +63,7 @@ OPERATOR_PROCEDURES = (
     "email_suppression_add",
     "email_suppression_remove",
     "email_provider_stats",
+    *MAINTENANCE_PROCEDURES,
 )
 
 # `email-outbox events`: records SES events, settles UnknownOutcome rows from their evidence, and
@@ -95,6 +101,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "worker": WORKER_PROCEDURES,
     "operator": OPERATOR_PROCEDURES,
     "events": EVENTS_PROCEDURES,
+    "maintenance": MAINTENANCE_PROCEDURES,
     "viewer": VIEWER_PROCEDURES,
     "console": CONSOLE_PROCEDURES,
 }

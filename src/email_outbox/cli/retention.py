@@ -1,0 +1,101 @@
+"""`email-outbox retention` and `email-outbox erase`: deleting old terminal emails, and removing one
+person's address from every outbox table (docs/operations.md, "Retention and erasure").
+
+`retention` calls email_retention once per batch, each call its own short transaction, until the run
+is done; the procedure keeps the run (who, when, cutoff, count) in email_retention_runs. `erase` is one
+call of email_erase_address; rows a worker is sending at that moment are left alone, and the command
+says so and exits 3 (run it again once they are done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from email_outbox.cli.common import EXIT_INCOMPLETE, EXIT_OK, add_dsn, open_repository
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import InvalidInput, TransientDatabaseError
+from email_outbox.models import RetentionBatch
+
+# A batch rolled back by a deadlock or a lock wait timeout is simply run again; the run goes on.
+BATCH_RETRIES = 5
+
+
+def _batch(repo: OutboxRepository, args: argparse.Namespace) -> RetentionBatch:
+    for attempt in range(BATCH_RETRIES):
+        try:
+            return repo.retention(args.older_than_days, args.keep_ids_days, args.batch_size, args.by)
+        except TransientDatabaseError:
+            if attempt == BATCH_RETRIES - 1:
+                raise
+            time.sleep(0.1 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    if not 1 <= args.batch_size <= 1000:
+        raise InvalidInput("--batch-size must be 1 to 1000")
+    started = time.monotonic()
+    deleted = expired = batches = 0
+    with open_repository(args) as repo:
+        while True:
+            batch = _batch(repo, args)
+            deleted += batch.deleted
+            expired += batch.tombstones_expired
+            batches += 1
+            if not batch.more:
+                break
+            if args.pause_ms:
+                time.sleep(args.pause_ms / 1000)
+    took = time.monotonic() - started
+    print(
+        f"deleted {deleted} emails last changed before {batch.cutoff:%Y-%m-%d %H:%M:%S} UTC"
+        f" (older than {args.older_than_days} days) in {took:.1f}s, {batches} batches;"
+        f" {expired} expired tombstones dropped; run {batch.run_id} in email_retention_runs"
+    )
+    return EXIT_OK
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    with open_repository(args) as repo:
+        result = repo.erase_address(args.address, args.by, args.reason)
+    print(
+        f"erased {result.erased} emails and {result.provider_events} provider events;"
+        f" suppression entry {'kept as a keyed hash' if result.suppression_entries else 'none'}"
+    )
+    if result.processing:
+        print(
+            f"{result.processing} emails to this address are being sent (Processing) and were not touched:"
+            " run the same erase again once they are done",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "retention",
+        help="delete Sent/Failed emails older than N days, with their history (ids stay duplicates)",
+    )
+    add_dsn(p)
+    p.add_argument("--older-than-days", type=int, required=True, help="final transition at least this old")
+    p.add_argument(
+        "--keep-ids-days",
+        type=int,
+        default=None,
+        help="a deleted email's notification id stays a duplicate this long after its final transition"
+        " (default 400, at least --older-than-days)",
+    )
+    p.add_argument("--batch-size", type=int, default=1000, help="rows per transaction (1 to 1000)")
+    p.add_argument("--pause-ms", type=int, default=0, help="sleep between batches, to leave the server room")
+    p.add_argument("--by", required=True, help="your name (or the job's), written to email_retention_runs")
+    p.set_defaults(func=cmd_retention)
+
+    p = sub.add_parser("erase", help="remove one address from every outbox table (it stays suppressed)")
+    add_dsn(p)
+    p.add_argument("--address", required=True, help="the address to erase, any case")
+    p.add_argument("--by", required=True, help="your name, written to the audit trail")
+    p.add_argument("--reason", required=True, help="why (e.g. a ticket number; not the address)")
+    p.set_defaults(func=cmd_erase)
