@@ -1,0 +1,241 @@
+"""Retention beside sending (issue 28): `email-outbox retention` deleting the old half of a big table
+while two claim-and-send loops work through a backlog, against the same loops without it.
+
+The table holds ROWS terminal rows, each with an audit event; the first OLD of them (by id) were last
+changed 40 days ago, the rest today. A backlog of due rows is claimed by two processes, each looping
+`email_claim_batch(8)` (timed: the claim latency), a simulated send of SEND_MS for the batch (SES's
+round trip, the sends of a batch in parallel), then `email_finalize_sent` for each row. Phase one
+runs the loops alone for as long as phase two will take; phase two runs them while the real CLI,
+`email-outbox retention --older-than-days 30`, deletes the old rows. Printed and written to
+results.json: claim p50/p99 and emails/s in each phase, the rows deleted, the run's time and rows/s;
+a plot of claim latency over time with the retention run marked (retention.png).
+
+    .venv/bin/python bench/retention.py                       # 1,000,000 of 2,000,000 rows
+    .venv/bin/python bench/retention.py --rows 200000 --old 100000
+    .venv/bin/python bench/retention.py --tiny                # the form `make test` runs
+
+Benchmarks print figures. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import mysql.connector
+from harness import ROOT, Bench, enqueue_bulk, make_due, percentile
+from scenarios.table_size import fill_terminal_rows, settle
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox_devtools.dbserver import PrivateServer
+
+SEND_MS = 50.0
+CLAIM_BATCH = 8
+CHUNK = 50_000
+
+
+def shape_history(dsn: DatabaseDsn, rows: int, old: int) -> None:
+    """A fixture, not transitions: fill_terminal_rows' Sent rows (a month old), the ones after the
+    first `old` made today, and one audit event for each row, so retention deletes from two tables."""
+    fill_terminal_rows(dsn, rows)
+    conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+    cur = conn.cursor()
+    for start in range(0, rows, CHUNK):
+        cur.execute(
+            "INSERT INTO email_delivery_events (attempt_id, occurred_at, from_status, to_status, actor, detail)"
+            " SELECT id, updated_at, 'Processing', 'Sent', 'history', 'sent' FROM email_delivery_attempts"
+            " WHERE id > %s AND id <= %s",
+            (start, start + CHUNK),
+        )
+    for start in range(0, old, CHUNK):
+        cur.execute(
+            "UPDATE email_delivery_attempts SET created_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY,"
+            " updated_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE id > %s AND id <= %s",
+            (start, min(start + CHUNK, old)),
+        )
+    for start in range(old, rows, CHUNK):
+        cur.execute(
+            "UPDATE email_delivery_attempts SET created_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)"
+            " WHERE id > %s AND id <= %s",
+            (start, min(start + CHUNK, rows)),
+        )
+    conn.close()
+
+
+def run_senders(dsn: DatabaseDsn, seconds: float, during: list[str] | None) -> dict[str, Any]:
+    """The two loops for `seconds`, or, with `during` (a command), for as long as it runs."""
+    ctx = mp.get_context("fork")
+    ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    horizon = time.monotonic() + (seconds if during is None else 24 * 3600)
+    stop = ctx.Value("d", horizon)
+    procs = [ctx.Process(target=_sender_until, args=(dsn.url(), f"w{i}", stop, out, ready, go)) for i in range(2)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.acquire(timeout=60)
+    started = time.monotonic()
+    go.set()
+    retention: dict[str, Any] = {}
+    if during is not None:
+        result = subprocess.run(during, capture_output=True, text=True, cwd=ROOT, check=True)
+        retention = {"output": result.stdout.strip(), "seconds": time.monotonic() - started}
+        with stop.get_lock():
+            stop.value = time.monotonic()
+    results = [out.get(timeout=seconds + 3600) for _ in procs]
+    for p in procs:
+        p.join()
+    elapsed = time.monotonic() - started
+    samples = sorted(s for _, ss, _ in results for s in ss)
+    latencies = [ms for _, ms in samples]
+    sent = sum(n for _, _, n in results)
+    return {
+        "seconds": elapsed,
+        "claims": len(latencies),
+        "claim_p50_ms": percentile(latencies, 50),
+        "claim_p99_ms": percentile(latencies, 99),
+        "claim_max_ms": max(latencies) if latencies else float("nan"),
+        "emails_per_s": sent / elapsed,
+        "emails": sent,
+        "samples": samples,
+        **retention,
+    }
+
+
+def _sender_until(dsn_url: str, name: str, stop: Any, out: Any, ready: Any, go: Any) -> None:
+    """One claim-and-send loop until `stop` (monotonic; brought forward when the retention run ends):
+    (seconds since start, claim ms) per claim, and the emails it finalized."""
+    repo = OutboxRepository.open(DatabaseDsn.parse(dsn_url))
+    ready.release()
+    go.wait()
+    started, samples, sent = time.monotonic(), [], 0
+    while time.monotonic() < stop.value:
+        token = uuid.uuid4().hex
+        t0 = time.perf_counter()
+        claimed = repo.claim_batch(token, name, 60, CLAIM_BATCH)
+        samples.append((time.monotonic() - started, (time.perf_counter() - t0) * 1000))
+        if not claimed:
+            time.sleep(0.05)
+            continue
+        time.sleep(SEND_MS / 1000)
+        for row in claimed:
+            sent += repo.finalize_sent(row.id, token, "m-" + token[:8])
+    repo.close()
+    out.put((name, samples, sent))
+
+
+def count(dsn: DatabaseDsn, sql: str) -> int:
+    conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+    cur = conn.cursor()
+    cur.execute(sql)
+    (n,) = cur.fetchone()  # type: ignore[misc]
+    conn.close()
+    return int(n)
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 5))
+    for phase, colour in (("without", "tab:blue"), ("with", "tab:red")):
+        samples = results[phase]["samples"]
+        ax.plot([t for t, _ in samples], [ms for _, ms in samples], ".", ms=2, color=colour, alpha=0.5,
+                label=f"{phase} retention: p99 {results[phase]['claim_p99_ms']:.1f} ms, "
+                      f"{results[phase]['emails_per_s']:.0f} emails/s")  # fmt: skip
+    ax.axvspan(0, results["with"]["seconds"], color="tab:red", alpha=0.05)
+    ax.set_yscale("log")
+    ax.set_xlabel("seconds since the start of the phase")
+    ax.set_ylabel("email_claim_batch(8) latency, ms")
+    ax.set_title(
+        f"claims of two senders while retention deletes {results['deleted']:,} of {results['rows']:,} rows"
+        f" ({results['deleted_per_s']:,.0f} rows/s)"
+    )
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2_000_000, help="terminal rows in the table")
+    parser.add_argument("--old", type=int, default=1_000_000, help="of which this many are 40 days old")
+    parser.add_argument("--tiny", action="store_true", help="4,000 rows, 2,000 old: proves the harness runs")
+    parser.add_argument("--baseline-seconds", type=float, default=60, help="the phase without retention")
+    parser.add_argument("--out", type=Path, default=None, help="where results.json and retention.png go")
+    args = parser.parse_args(argv)
+    rows, old = (4_000, 2_000) if args.tiny else (args.rows, args.old)
+    if args.tiny:
+        args.baseline_seconds = 3
+    base = Path(tempfile.mkdtemp(prefix="bench-retention-"))
+    out = args.out or base
+    out.mkdir(parents=True, exist_ok=True)
+    server = PrivateServer(base / "db", durable=True, extra_args=["--innodb-buffer-pool-size=1G"])
+    server.start()
+    try:
+        bench = Bench(server)
+        dsn = bench.fresh_database()
+        t0 = time.monotonic()
+        shape_history(dsn, rows, old)
+        # Due rows for both phases: the senders' ceiling is 2 x 8 per SEND_MS (320/s); the run says
+        # how many were left (none left would mean the senders ran dry and the rate is not comparable).
+        backlog = 2_000 if args.tiny else max(20_000, old // 4)
+        enqueue_bulk(dsn, backlog, "bulk", hold=True)
+        make_due(dsn)
+        waited = settle(bench, timeout=600)
+        print(f"filled {rows:,} rows ({old:,} old) and a backlog of {backlog:,} in {time.monotonic() - t0:.0f}s"
+              f" (settled {waited:.0f}s)", flush=True)  # fmt: skip
+        without = run_senders(dsn, args.baseline_seconds, None)
+        command = [sys.executable, "-m", "email_outbox.cli", "retention", "--dsn", dsn.url(),
+                   "--older-than-days", "30", "--by", "bench"]  # fmt: skip
+        with_retention = run_senders(dsn, 0, command)
+        match = re.search(r"deleted (\d+) emails", with_retention["output"])
+        assert match, with_retention["output"]
+        deleted = int(match.group(1))
+        due_left = count(dsn, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'")
+        results = {
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "server": server.version(),
+            "rows": rows,
+            "old": old,
+            "deleted": deleted,
+            "events_left": count(dsn, "SELECT COUNT(*) FROM email_delivery_events WHERE actor = 'history'"),
+            "retention_s": with_retention["seconds"],
+            "deleted_per_s": deleted / with_retention["seconds"],
+            "send_ms": SEND_MS,
+            "due_left": due_left,
+            "with": with_retention,
+            "without": without,
+        }
+    finally:
+        server.stop()
+    print(f"retention: {results['with']['output']}")
+    print(f"due rows left after both phases: {results['due_left']:,} (0 would mean the senders ran dry)")
+    print(f"deleted {deleted:,} of {rows:,} rows in {results['retention_s']:.1f}s ({results['deleted_per_s']:,.0f} rows/s)")
+    print(f"{'':<20}{'claims':>8}{'claim p50 (ms)':>16}{'claim p99 (ms)':>16}{'claim max (ms)':>16}{'emails/s':>10}")
+    for label, phase in (("without retention", without), ("with retention", with_retention)):
+        print(f"{label:<20}{phase['claims']:>8}{phase['claim_p50_ms']:>16.2f}{phase['claim_p99_ms']:>16.2f}"
+              f"{phase['claim_max_ms']:>16.1f}{phase['emails_per_s']:>10.0f}")  # fmt: skip
+    print(f"p99 ratio with/without: {with_retention['claim_p99_ms'] / without['claim_p99_ms']:.2f};"
+          f" send rate ratio: {with_retention['emails_per_s'] / without['emails_per_s']:.3f}")  # fmt: skip
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    plot(results, out / "retention.png")
+    print(f"results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
