@@ -79,7 +79,9 @@ def run_senders(dsn: DatabaseDsn, seconds: float, during: list[str] | None) -> d
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     horizon = time.monotonic() + (seconds if during is None else 24 * 3600)
     stop = ctx.Value("d", horizon)
-    procs = [ctx.Process(target=_sender_until, args=(dsn.url(), f"w{i}", stop, out, ready, go)) for i in range(2)]
+    procs = [
+        ctx.Process(target=_sender_until, args=(dsn.url(), f"w{i}", stop, out, ready, go)) for i in range(2)
+    ]
     for p in procs:
         p.start()
     for _ in procs:
@@ -202,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         command = [sys.executable, "-m", "email_outbox.cli", "retention", "--dsn", dsn.url(),
                    "--older-than-days", "30", "--by", "bench"]  # fmt: skip
         with_retention = run_senders(dsn, 0, command)
-        match = re.search(r"deleted (\d+) emails", with_retention["output"])
+        match = re.search(r"deleted (\d+) emails .* in ([\d.]+)s", with_retention["output"])
         assert match, with_retention["output"]
-        deleted = int(match.group(1))
+        deleted, run_seconds = int(match.group(1)), float(match.group(2))
         due_left = count(dsn, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'")
         results = {
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -213,8 +215,9 @@ def main(argv: list[str] | None = None) -> int:
             "old": old,
             "deleted": deleted,
             "events_left": count(dsn, "SELECT COUNT(*) FROM email_delivery_events WHERE actor = 'history'"),
-            "retention_s": with_retention["seconds"],
-            "deleted_per_s": deleted / with_retention["seconds"],
+            # The run's own time, as the CLI prints it (the phase also holds the CLI's start-up).
+            "retention_s": run_seconds,
+            "deleted_per_s": deleted / run_seconds,
             "send_ms": SEND_MS,
             "due_left": due_left,
             "with": with_retention,
@@ -224,8 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
     print(f"retention: {results['with']['output']}")
     print(f"due rows left after both phases: {results['due_left']:,} (0 would mean the senders ran dry)")
-    print(f"deleted {deleted:,} of {rows:,} rows in {results['retention_s']:.1f}s ({results['deleted_per_s']:,.0f} rows/s)")
-    print(f"{'':<20}{'claims':>8}{'claim p50 (ms)':>16}{'claim p99 (ms)':>16}{'claim max (ms)':>16}{'emails/s':>10}")
+    print(
+        f"deleted {deleted:,} of {rows:,} rows in {results['retention_s']:.1f}s ({results['deleted_per_s']:,.0f} rows/s)"
+    )
+    print(
+        f"{'':<20}{'claims':>8}{'claim p50 (ms)':>16}{'claim p99 (ms)':>16}{'claim max (ms)':>16}{'emails/s':>10}"
+    )
     for label, phase in (("without retention", without), ("with retention", with_retention)):
         print(f"{label:<20}{phase['claims']:>8}{phase['claim_p50_ms']:>16.2f}{phase['claim_p99_ms']:>16.2f}"
               f"{phase['claim_max_ms']:>16.1f}{phase['emails_per_s']:>10.0f}")  # fmt: skip

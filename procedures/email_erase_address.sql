@@ -64,21 +64,17 @@ BEGIN
   END;
 
   IF p_address IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_erase_address: address is required';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = 'email_erase_address: address is required';
   END IF;
   CALL email_internal_check_text('email_erase_address', 'address', p_address, 'address');
   CALL email_internal_check_name('email_erase_address', 'actor', p_actor, 191);
   CALL email_internal_check_name('email_erase_address', 'reason', p_reason, 2000);
   SET v_lower = LOWER(p_address);
   IF LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(CONCAT(p_actor, ' ', p_reason)) COLLATE utf8mb4_bin) > 0 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_erase_address: actor and reason must not contain the address (they are kept in the audit trail)';
   END IF;
   CALL email_internal_erased_key(p_address, v_erased_key);
-  IF v_erased_key IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
-      'email_erase_address: the erasure secret is missing (email_outbox_secrets): run email-outbox migrate';
-  END IF;
 
   CREATE TEMPORARY TABLE IF NOT EXISTS email_erase_ids (
     kind ENUM('row', 'provider', 'suppressed', 'log') NOT NULL,

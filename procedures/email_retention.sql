@@ -58,14 +58,14 @@ BEGIN
   END;
 
   IF p_older_than_days IS NULL OR p_older_than_days < 0 OR p_older_than_days > 36500 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_retention: older_than_days must be 0 to 36500';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_retention: older_than_days must be 0 to 36500';
   END IF;
   IF v_keep < p_older_than_days OR v_keep > 36500 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT =
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_retention: keep_ids_days must be NULL (400) or from older_than_days to 36500';
   END IF;
   IF p_batch_size IS NULL OR p_batch_size < 1 OR p_batch_size > 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_retention: batch_size must be 1 to 1000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_retention: batch_size must be 1 to 1000';
   END IF;
   CALL email_internal_check_name('email_retention', 'actor', p_actor, 191);
 

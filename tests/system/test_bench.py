@@ -66,6 +66,10 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
             "memory.py",
             ("carried by the claim (before)", "loaded per send, 16 MiB budget (default)", "batch 1,"),
         ),
+        (
+            "retention.py",
+            ("deleted 2,000 of 4,000 rows", "without retention", "with retention", "claim p99 (ms)"),
+        ),
     ],
 )
 def test_tiny_bench_run_prints_its_figures(script: str, figures: tuple[str, ...]) -> None:
