@@ -23,6 +23,7 @@ import argparse
 import json
 import multiprocessing as mp
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -176,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2_000_000, help="terminal rows in the table")
     parser.add_argument("--old", type=int, default=1_000_000, help="of which this many are 40 days old")
     parser.add_argument("--tiny", action="store_true", help="4,000 rows, 2,000 old: proves the harness runs")
+    parser.add_argument(
+        "--backlog", type=int, default=100_000, help="due rows for the senders to work through"
+    )
     parser.add_argument("--baseline-seconds", type=float, default=60, help="the phase without retention")
     parser.add_argument("--out", type=Path, default=None, help="where results.json and retention.png go")
     args = parser.parse_args(argv)
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         shape_history(dsn, rows, old)
         # Due rows for both phases: the senders' ceiling is 2 x 8 per SEND_MS (320/s); the run says
         # how many were left (none left would mean the senders ran dry and the rate is not comparable).
-        backlog = 2_000 if args.tiny else max(20_000, old // 4)
+        backlog = 2_000 if args.tiny else args.backlog
         enqueue_bulk(dsn, backlog, "bulk", hold=True)
         make_due(dsn)
         waited = settle(bench, timeout=600)
@@ -225,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     finally:
         server.stop()
+        shutil.rmtree(base / "db", ignore_errors=True)  # gigabytes at full size
     print(f"retention: {results['with']['output']}")
     print(f"due rows left after both phases: {results['due_left']:,} (0 would mean the senders ran dry)")
     print(

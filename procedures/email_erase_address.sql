@@ -12,6 +12,7 @@
 -- by the address's keyed hash, never in clear; reason and actor must not contain the address.
 -- The search reads every row that has message_options once (cc and bcc are not indexed), with a
 -- consistent read that locks nothing; the changes are one short transaction by primary key.
+-- Refusals: 45003 (the address), 45001 (actor, reason; either containing the address), 45010 (text).
 -- Result: erased (rows), processing (rows left for a rerun), provider_events, suppression_entries.
 CREATE PROCEDURE email_erase_address(
   IN p_address TEXT CHARACTER SET utf8mb4,

@@ -11,6 +11,7 @@
 -- of its notification_id, the dates) until keep_ids_days (NULL: 400; at least older_than_days) after
 -- its final transition; an enqueue of that id meanwhile answers affected 0, attempt_id NULL, and
 -- creates nothing. Each call also drops up to batch_size tombstones whose window has passed.
+-- Refusals: 45001 (older_than_days, keep_ids_days, batch_size, actor), 45010 (actor's text).
 -- Result: deleted, tombstones_expired, more (1: call again), run_id, cutoff.
 CREATE PROCEDURE email_retention(
   IN p_older_than_days BIGINT,
