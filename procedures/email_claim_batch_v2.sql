@@ -1,11 +1,6 @@
--- email_claim_batch with a bound on what one claim carries: the same claim (email_internal_claim_batch),
--- and the same result columns plus body_bytes (text and HTML bodies together, in bytes). A row whose
--- bodies are larger than max_inline_body_bytes comes back with both bodies NULL: fetch them with
--- email_claimed_bodies when it is about to be sent, so a worker's memory follows what it is sending,
--- not its batch size. Then message_options (the JSON of recipients, headers, tags, template... of a row
--- enqueued by email_enqueue_message; NULL otherwise) and attachment_bytes (load them with
--- email_claimed_attachments just before the send). Call it with autocommit on: it commits its own
--- transaction.
+-- Deprecated: the old name of email_claim_batch_bounded (same arguments, same result), kept as a thin
+-- wrapper for one release so callers still using it keep working; the next release's migration drops
+-- it. Call email_claim_batch_bounded. Result: the claim row shape, as email_claim_batch_bounded.
 CREATE PROCEDURE email_claim_batch_v2(
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
   IN p_claimed_by TEXT CHARACTER SET utf8mb4,
@@ -16,6 +11,6 @@ CREATE PROCEDURE email_claim_batch_v2(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-  CALL email_internal_claim_v2('email_claim_batch_v2', p_claim_token, p_claimed_by, p_lease_seconds, p_limit,
-                               p_max_inline_body_bytes, 0);
+  CALL email_internal_claim_rows('email_claim_batch_v2', p_claim_token, p_claimed_by, p_lease_seconds, p_limit,
+                                 p_max_inline_body_bytes, 0);
 END

@@ -1,5 +1,8 @@
 -- Due Pending/Retrying rows, oldest due first, with their message columns. A non-locking read:
--- callers follow it with email_try_claim per row. UnknownOutcome never appears (its claim_due_at is NULL).
+-- callers follow it with email_try_claim per row, whose result is the row as claimed (send that one:
+-- recipients suppressed since are left out there). UnknownOutcome never appears (its claim_due_at is
+-- NULL). Result: id, notification_id, to_address, from_address, subject, text_body, html_body, status,
+-- attempt_count, max_attempts, next_attempt_at, body_bytes, message_options, attachment_bytes.
 CREATE PROCEDURE email_claimable_candidates(
   IN p_limit BIGINT
 )
@@ -10,7 +13,9 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_claimable_candidates: limit must be 1 to 10000';
   END IF;
   SELECT id, notification_id, to_address, from_address, subject, text_body, html_body,
-         status, attempt_count, max_attempts, next_attempt_at
+         status, attempt_count, max_attempts, next_attempt_at,
+         COALESCE(LENGTH(text_body), 0) + COALESCE(LENGTH(html_body), 0) AS body_bytes,
+         message_options, attachment_bytes
     FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim)
    WHERE claim_due_at <= UTC_TIMESTAMP(6)
      AND attempt_count < max_attempts

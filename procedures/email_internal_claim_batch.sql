@@ -1,4 +1,4 @@
--- Internal: the claim behind email_claim_batch and email_claim_batch_v2. Sweeps stale leases, then
+-- Internal: the claim behind email_internal_claim_rows (every batch claim). Sweeps stale leases, then
 -- claims up to p_limit due rows for one worker in one short transaction, with one audit event per
 -- row, and leaves their ids in the session's temporary table email_claim_batch_ids for the caller's
 -- result set. Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never

@@ -1,4 +1,4 @@
--- Internal: the retention loop behind email_purge_bodies and email_purge_bodies_after. Clears the
+-- Internal: the retention loop behind email_purge_bodies_after (and the deprecated email_purge_bodies). Clears the
 -- bodies and attachments of up to p_limit Sent and Failed rows last changed more than p_older_than_days ago, with an
 -- id above p_after_id, in id order. A range of the primary key from p_after_id: a caller that passes
 -- the last id back never scans a row twice, so purging a whole table is linear in its size.

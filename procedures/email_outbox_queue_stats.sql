@@ -2,6 +2,7 @@
 -- (Pending, Retrying, Processing), all three always present: status, count, oldest_due_at. It reads
 -- only those rows (a range of the lease index), so its cost follows the backlog, never the history:
 -- the same at 10,000 and at 10,000,000 Sent rows. email_outbox_stats counts every status, for operators.
+-- Result: status, count, oldest_due_at (three rows).
 CREATE PROCEDURE email_outbox_queue_stats()
 READS SQL DATA
 SQL SECURITY DEFINER

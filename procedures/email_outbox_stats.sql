@@ -1,5 +1,6 @@
 -- One row per status, all six always present: status, count, oldest_due_at (the earliest
 -- next_attempt_at among Pending, Retrying and Processing rows; NULL for the terminal statuses).
+-- Result: status, count, oldest_due_at (six rows).
 CREATE PROCEDURE email_outbox_stats()
 READS SQL DATA
 SQL SECURITY DEFINER

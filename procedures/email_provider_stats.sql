@@ -2,7 +2,9 @@
 -- p_window_seconds (by the events' own time), the bounce rate (permanent bounces per Send) and the
 -- complaint rate (complaints per Send), NULL when no Send event was recorded in the window; the
 -- suppression list's size; and UnknownOutcome rows with no evidence after p_evidence_wait_seconds
--- (those need an operator: absence of an event is not proof). One row.
+-- (those need an operator: absence of an event is not proof). Result: one row, window_seconds, the
+-- counts (sends, deliveries, delays, bounces, permanent_bounces, complaints, rejects,
+-- rendering_failures), bounce_rate, complaint_rate, suppressed_addresses, unknown_without_evidence.
 CREATE PROCEDURE email_provider_stats(
   IN p_window_seconds BIGINT,
   IN p_evidence_wait_seconds BIGINT

@@ -1,7 +1,7 @@
--- Retention: clear the bodies of Sent and Failed rows last changed more than older_than_days ago.
--- The row and its notification_id stay, so a late duplicate enqueue is still recognised.
--- UnknownOutcome rows keep their bodies: an operator may still requeue them. Result: affected.
--- Each call scans from the start of the table: to purge a large table, use email_purge_bodies_after.
+-- Deprecated: email_purge_bodies_after with after_id 0 (one purge procedure; docs/procedures.md,
+-- "Versions"). Kept for one release as a thin wrapper of the same retention loop, so callers still
+-- using it keep working; the next release's migration drops it. Each call scans from the start of
+-- the table. Result: affected.
 CREATE PROCEDURE email_purge_bodies(
   IN p_older_than_days BIGINT,
   IN p_limit BIGINT

@@ -1,10 +1,11 @@
--- email_claim_batch_v2's claim, as reservations: the same arguments, the same result columns, but each
+-- email_claim_batch_bounded's claim, as reservations: the same arguments, the same result columns, but each
 -- row's send has not started yet. Mark it started (email_start_send, or a `started` item of
 -- email_finalize_batch) just before sending it, never after. A reservation whose lease expires before
 -- its start goes back to the status it was claimed from, attempt not counted (it was never sent); a
 -- started claim goes to UnknownOutcome as before. A worker can so claim its next rows in a batch while
 -- its sends are in flight, and a crash still leaves only the rows it had started ambiguous. Release
--- reservations you will not send (email_release_claim). Call it with autocommit on.
+-- reservations you will not send (email_release_claim). Call it with autocommit on. Result: the claim
+-- row shape, as email_claim_batch_bounded.
 CREATE PROCEDURE email_reserve_batch(
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
   IN p_claimed_by TEXT CHARACTER SET utf8mb4,
@@ -15,6 +16,6 @@ CREATE PROCEDURE email_reserve_batch(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-  CALL email_internal_claim_v2('email_reserve_batch', p_claim_token, p_claimed_by, p_lease_seconds, p_limit,
-                               p_max_inline_body_bytes, 1);
+  CALL email_internal_claim_rows('email_reserve_batch', p_claim_token, p_claimed_by, p_lease_seconds, p_limit,
+                                 p_max_inline_body_bytes, 1);
 END

@@ -1,5 +1,7 @@
--- Move Processing rows whose lease has passed to UnknownOutcome (never back to a claimable status:
--- the send may have happened). Result: affected.
+-- Settle up to p_limit Processing rows whose lease has passed: a started claim goes to UnknownOutcome
+-- and its attempt counts (never back to a claimable status: the send may have happened); a
+-- reservation whose send never started goes back to the status it was claimed from, attempt not
+-- counted (it was never sent). Every batch claim does this first. Result: affected.
 CREATE PROCEDURE email_sweep_stale_leases(
   IN p_limit BIGINT
 )

@@ -1,5 +1,10 @@
--- Claim one row by id: one guarded UPDATE by primary key. Result: affected (1 won, 0 someone else did,
--- or it is not due, or it is not claimable at all).
+-- Claim one row by id: one guarded UPDATE by primary key. Checks suppression as the batch claim does:
+-- a row whose to_address is on the suppression list ends Failed ('Suppressed') instead of being
+-- claimed; a cc, bcc or other to address suppressed since the enqueue is left out of message_options.
+-- Result: one row, affected (1 won, 0 someone else did, or it is not due, or it is not claimable at
+-- all), then the claim row shape of email_claim_batch (id, notification_id, to_address, from_address,
+-- subject, text_body, html_body, attempt_count, max_attempts, lease_expires_at, body_bytes,
+-- message_options, attachment_bytes) as claimed, bodies inline; all NULL when affected is 0.
 CREATE PROCEDURE email_try_claim(
   IN p_id BIGINT,
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
@@ -49,7 +54,14 @@ BEGIN
   IF v_affected = 1 THEN
     SELECT claimed_from_status INTO v_from FROM email_delivery_attempts WHERE id = p_id;
     CALL email_internal_record_event(p_id, v_now, v_from, 'Processing', p_claim_token, p_claimed_by, 'claimed');
+    CALL email_internal_drop_suppressed_row(p_id);
   END IF;
   CALL email_internal_end(v_own);
-  SELECT v_affected AS affected;
+  SELECT v_affected AS affected, a.id, a.notification_id, a.to_address, a.from_address, a.subject,
+         a.text_body, a.html_body, a.attempt_count, a.max_attempts, a.lease_expires_at,
+         IF(a.id IS NULL, NULL, COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0)) AS body_bytes,
+         a.message_options, a.attachment_bytes
+    FROM (SELECT 1 AS one) x
+         LEFT JOIN email_delivery_attempts a FORCE INDEX (PRIMARY)
+           ON v_affected = 1 AND a.id = p_id AND a.claim_token = p_claim_token COLLATE utf8mb4_bin;
 END

@@ -195,12 +195,12 @@ def test_extend_lease(repo: OutboxRepository) -> None:
     assert repo.extend_lease(attempt_id, t, 100) == 0, "an expired lease cannot be revived"
 
 
-def test_claim_batch_v2_leaves_large_bodies_for_a_fenced_load(repo: OutboxRepository) -> None:
+def test_claim_batch_bounded_leaves_large_bodies_for_a_fenced_load(repo: OutboxRepository) -> None:
     small = repo.enqueue("v2-small", "a@example.com", "s", text_body="hi", html_body="<p>hi</p>").attempt_id
     large_text = "é" * 5000  # 10,000 bytes
     large = repo.enqueue("v2-large", "a@example.com", "s", text_body=large_text).attempt_id
     t = token()
-    claimed = {c.id: c for c in repo.claim_batch_v2(t, "w", 60, 10, 1000)}
+    claimed = {c.id: c for c in repo.claim_batch_bounded(t, "w", 60, 10, 1000)}
     assert (claimed[small].text_body, claimed[small].body_bytes, claimed[small].bodies_loaded) == (
         "hi",
         11,

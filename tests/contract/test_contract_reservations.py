@@ -34,7 +34,7 @@ def test_a_reservation_is_a_claim_whose_send_has_not_started(repo: OutboxReposit
 def test_the_other_claims_are_started_from_the_start(repo: OutboxRepository) -> None:
     ids = enqueue_many(repo, 2, prefix=token())
     t = token()
-    assert len(repo.claim_batch_v2(t, "worker-a", 60, 1, 1_000_000)) == 1
+    assert len(repo.claim_batch_bounded(t, "worker-a", 60, 1, 1_000_000)) == 1
     assert repo.try_claim(ids[1], t, "worker-a", 60) == 1
     assert [reserved_at(repo, i) for i in ids] == [None, None]
     assert [repo.start_send(i, t) for i in ids] == [0, 0]
@@ -80,7 +80,7 @@ def test_a_released_reservation_is_claimable_again_at_once(repo: OutboxRepositor
     repo.reserve_batch(t, "worker-a", 60, 1, 1_000_000)
     assert repo.release_claim(attempt_id, t, 0) == 1
     assert reserved_at(repo, attempt_id) is None
-    (again,) = repo.claim_batch_v2(token(), "worker-b", 60, 1, 1_000_000)
+    (again,) = repo.claim_batch_bounded(token(), "worker-b", 60, 1, 1_000_000)
     assert again.id == attempt_id and again.attempt_count == 0
 
 

@@ -25,6 +25,7 @@ from email_outbox.models import ClaimedEmail, Status
 from email_outbox.ses.sender import build_raw_message, build_request, encode_mailbox
 from email_outbox_devtools.ses_endpoint import SesEndpoint
 from tests.support.harness import TestServer
+from tests.support.helpers import token
 from tests.support.worker_harness import drained, spawn_worker, wait_until
 
 EVERY_BYTE = bytes(range(256)) * 4
@@ -362,3 +363,83 @@ def test_a_cc_suppressed_after_the_enqueue_is_left_out_at_the_claim(
     assert sent["Destination"]["ToAddresses"] == ["Ann Lee <ann@example.com>", "bob@example.com"]
     options = json.loads(repo.get_row(attempt_id).message_options or "{}")
     assert options["suppressed_recipients"] == ['"Lee, Carl" <carl@example.com>']
+
+
+CLAIM_ROW_SHAPE = [
+    "id", "notification_id", "to_address", "from_address", "subject", "text_body", "html_body",
+    "attempt_count", "max_attempts", "lease_expires_at", "body_bytes", "message_options", "attachment_bytes",
+]  # fmt: skip
+
+
+def _call_columns(repo: OutboxRepository, sql: str, args: tuple[object, ...]) -> tuple[list[str], list[Any]]:
+    """A raw CALL (as a client in another language makes it): its first result's columns and rows."""
+    cursor = repo.connection.cursor()
+    try:
+        cursor.execute(sql, args)
+        columns = [d[0] for d in cursor.description]
+        rows = cursor.fetchall()
+        while cursor.nextset():
+            if cursor.with_rows:
+                cursor.fetchall()
+        return columns, rows
+    finally:
+        cursor.close()
+
+
+@pytest.mark.parametrize(
+    ("procedure", "extra"),
+    [
+        ("email_claim_batch", ()),
+        ("email_claim_batch_bounded", (1 << 20,)),
+        ("email_claim_batch_v2", (1 << 20,)),
+        ("email_reserve_batch", (1 << 20,)),
+    ],
+)
+def test_every_batch_claim_hands_out_one_row_shape(
+    repo: OutboxRepository, procedure: str, extra: tuple[int, ...]
+) -> None:
+    """The seed's claim, the worker's, the deprecated name and the reservation: one row shape, with the
+    message's options and the size of its attachments, so a worker built on any of them sends it all."""
+    attempt_id = enqueue_message(repo.connection, f"shape-{procedure}", full_message()).attempt_id
+    placeholders = ", ".join(["%s"] * (4 + len(extra)))
+    columns, rows = _call_columns(
+        repo, f"CALL {procedure}({placeholders})", (token(), "other-language", 60, 10, *extra)
+    )
+    assert columns == CLAIM_ROW_SHAPE
+    (row,) = rows
+    claimed = dict(zip(columns, row, strict=True))
+    assert claimed["id"] == attempt_id
+    options = json.loads(claimed["message_options"])
+    assert options["cc"] == ['"Lee, Carl" <carl@example.com>'] and options["attachment_count"] == 3
+    assert claimed["attachment_bytes"] == len(EVERY_BYTE) + len(PIXEL) + len(b"%PDF-1.4 fake")
+    assert claimed["text_body"] == "Hello 👋 — the invoice is attached."
+
+
+def test_the_per_row_claim_hands_out_the_same_row_and_checks_every_recipient(repo: OutboxRepository) -> None:
+    """email_try_claim answers `affected` and then the claim row shape, as claimed: a cc suppressed
+    since the enqueue is left out there (not only the first recipient is checked), and the candidate
+    list carries the same message columns."""
+    attempt_id = enqueue_message(repo.connection, "per-row", full_message()).attempt_id
+    repo.suppression_add("carl@example.com", "ops", "complained after the enqueue")
+    repo.suppression_add("audit@EXAMPLE.com", "ops", "bounced after the enqueue")
+    columns, rows = _call_columns(repo, "CALL email_claimable_candidates(%s)", (10,))
+    candidate = dict(zip(columns, rows[0], strict=True))
+    assert {"body_bytes", "message_options", "attachment_bytes"} <= set(columns)
+    assert candidate["id"] == attempt_id and candidate["attachment_bytes"] > 0
+
+    t = token()
+    columns, rows = _call_columns(repo, "CALL email_try_claim(%s, %s, %s, %s)", (attempt_id, t, "w", 60))
+    assert columns == ["affected", *CLAIM_ROW_SHAPE]
+    claimed = dict(zip(columns, rows[0], strict=True))
+    assert claimed["affected"] == 1 and claimed["id"] == attempt_id
+    options = json.loads(claimed["message_options"])
+    assert "cc" not in options or options["cc"] == [], "the suppressed cc is not handed out"
+    assert "audit@example.com" not in json.dumps(options.get("bcc", [])), "nor the suppressed bcc"
+    assert sorted(options["suppressed_recipients"]) == ['"Lee, Carl" <carl@example.com>', "audit@example.com"]
+    assert options["to"] == ["Ann Lee <ann@example.com>", "bob@example.com"]
+
+    columns, rows = _call_columns(
+        repo, "CALL email_try_claim(%s, %s, %s, %s)", (attempt_id, token(), "w2", 60)
+    )
+    lost = dict(zip(columns, rows[0], strict=True))
+    assert lost["affected"] == 0 and all(lost[c] is None for c in CLAIM_ROW_SHAPE), "nothing handed out"

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -141,6 +142,7 @@ DOC_BLOCKS = [
     ("java", EXAMPLES / "Enqueue.java", ""),
     ("go", EXAMPLES / "enqueue.go", ""),
     ("javascript", EXAMPLES / "enqueue.js", ""),
+    ("javascript", EXAMPLES / "worker.js", ""),
     ("php", EXAMPLES / "enqueue.php", ""),
 ]
 
@@ -181,6 +183,25 @@ def _cache_dir(name: str) -> Path:
     return path
 
 
+def _node_env(outcomes: dict[str, str], language: str) -> dict[str, str]:
+    """NODE_PATH holding mysql2 (installed once into the test cache); skips, saying why, without node."""
+    if not (shutil.which("node") and shutil.which("npm")):
+        _skip(outcomes, language, "no node/npm on PATH")
+    modules = _cache_dir("node")
+    if not (modules / "node_modules" / "mysql2" / "package.json").exists():
+        out = _run(
+            ["npm", "install", "--prefix", str(modules), "--no-audit", "--no-fund", NODE_DRIVER],
+            timeout=240,
+        )
+        if out.returncode != 0:
+            _skip(
+                outcomes,
+                language,
+                f"npm could not install {NODE_DRIVER} (offline?): {out.stderr.strip()[-300:]}",
+            )
+    return {"NODE_PATH": str(modules / "node_modules")}
+
+
 def _command(language: str, build: Path, outcomes: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     """The command that runs this language's example (built in `build`), and extra environment;
     skips, saying why, when this machine lacks the toolchain or the driver."""
@@ -198,6 +219,7 @@ def _command(language: str, build: Path, outcomes: dict[str, str]) -> tuple[list
         missing = [str(jar) for jar in JARS if not jar.exists()]
         if missing:
             _skip(
+                outcomes,
                 language,
                 f"{', '.join(missing)} absent: db/ensure-server-binary.sh installs libmariadb-java and libjsonp-java",
             )
@@ -217,21 +239,7 @@ def _command(language: str, build: Path, outcomes: dict[str, str]) -> tuple[list
         assert out.returncode == 0, f"docs/examples/Enqueue.java does not compile:\n{out.stderr}"
         return ["java", "-cp", classpath, "Enqueue", "{order}", "{pdf}"], {}
     if language == "node":
-        if not (shutil.which("node") and shutil.which("npm")):
-            _skip(outcomes, language, "no node/npm on PATH")
-        modules = _cache_dir("node")
-        if not (modules / "node_modules" / "mysql2" / "package.json").exists():
-            out = _run(
-                ["npm", "install", "--prefix", str(modules), "--no-audit", "--no-fund", NODE_DRIVER],
-                timeout=240,
-            )
-            if out.returncode != 0:
-                _skip(
-                    language, f"npm could not install {NODE_DRIVER} (offline?): {out.stderr.strip()[-300:]}"
-                )
-        return ["node", str(EXAMPLES / "enqueue.js"), "{order}", "{pdf}"], {
-            "NODE_PATH": str(modules / "node_modules")
-        }
+        return ["node", str(EXAMPLES / "enqueue.js"), "{order}", "{pdf}"], _node_env(outcomes, language)
     if language == "go":
         if not shutil.which("go"):
             _skip(
@@ -390,3 +398,99 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
     assert cur.fetchall() == [("new",)], "the refused enqueue rolled the business change back"
     assert sum(s.count for s in repo.outbox_stats()) == 1, "and wrote nothing"
     outcomes[language] = "ran"
+
+
+# --- a worker in another language, written from docs/procedures.md alone --------------------------
+WORKER_PDF = b"%PDF-1.4\n" + bytes(range(255, -1, -1)) * 2 + b"\n%%EOF\n"
+
+
+def test_a_node_worker_built_from_the_docs_sends_the_whole_message(
+    dsn: DatabaseDsn, repo: OutboxRepository, tmp_path: Path, outcomes: dict[str, str]
+) -> None:
+    """docs/examples/worker.js claims with email_claim_batch, loads attachments, sends through SESv2
+    SendEmail (signed) to the local SES endpoint and finalizes. The endpoint must receive every
+    recipient (to, cc, bcc; a cc suppressed since the enqueue left out), reply-to, header, tag and
+    attachment byte; a plain email_enqueue row goes to its one address; both rows end Sent with the
+    MessageId the endpoint gave."""
+    from email_outbox import Attachment, Message, enqueue_message
+    from email_outbox_devtools.ses_endpoint import SesEndpoint
+
+    env = {**os.environ, **_node_env(outcomes, "node worker")}
+    whole = enqueue_message(
+        repo.connection,
+        "node-worker:whole",
+        Message(
+            sender="Shop <shop@example.com>",
+            to=["Ann Lee <ann@example.com>"],
+            cc=["accounts@example.com", '"Lee, Carl" <carl@example.com>'],
+            bcc=["audit@example.com"],
+            reply_to=["Support <help@example.com>"],
+            subject="Invoice 42 🧾",
+            text="The invoice is attached.",
+            html="<p>The invoice is attached.</p>",
+            headers={"X-Order": "42"},
+            tags={"kind": "invoice"},
+            attachments=[Attachment("invoice-42.pdf", "application/pdf", WORKER_PDF)],
+        ),
+    ).attempt_id
+    plain = repo.enqueue("node-worker:plain", "bob@example.com", "Plain", text_body="Hi Bob").attempt_id
+    repo.suppression_add("carl@example.com", "ops", "complained after the enqueue")
+
+    with SesEndpoint() as endpoint:
+        out = _run(
+            ["node", str(EXAMPLES / "worker.js")],
+            timeout=120,
+            env={
+                **env,
+                "OUTBOX_DB_HOST": dsn.host,
+                "OUTBOX_DB_PORT": str(dsn.port),
+                "OUTBOX_DB_USER": dsn.user,
+                "OUTBOX_DB_PASSWORD": dsn.password,
+                "OUTBOX_DB_NAME": dsn.database,
+                "OUTBOX_SES_ENDPOINT": endpoint.url,
+                "OUTBOX_DEFAULT_FROM": f"outbox@{LOCAL_SENDER_DOMAIN}",
+                "AWS_REGION": "us-east-1",
+                "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+                "AWS_SECRET_ACCESS_KEY": "example-secret",
+            },
+        )
+        assert out.returncode == 0, f"the Node worker failed:\n{out.stdout}\n{out.stderr}"
+        accepted = {m.outbox_id: m for m in endpoint.accepted()}
+
+    printed = {
+        int(i): (status, message_id)
+        for i, status, message_id in (line.split() for line in out.stdout.splitlines())
+    }
+    assert set(printed) == {whole, plain}, out.stdout
+    for attempt_id in (whole, plain):
+        row = repo.get_row(attempt_id)
+        assert row.status is Status.SENT, (attempt_id, row.status, row.last_error_message)
+        assert printed[attempt_id] == ("Sent", row.provider_message_id)
+        assert accepted[str(attempt_id)].message_id == row.provider_message_id
+
+    request = accepted[str(whole)].request
+    assert request["Destination"] == {
+        "ToAddresses": ['"Ann Lee" <ann@example.com>'],
+        "CcAddresses": ["accounts@example.com"],
+        "BccAddresses": ["audit@example.com"],
+    }, "every recipient but the cc suppressed since the enqueue"
+    assert request["FromEmailAddress"] == '"Shop" <shop@example.com>'
+    assert request["ReplyToAddresses"] == ['"Support" <help@example.com>']
+    simple = request["Content"]["Simple"]
+    assert simple["Subject"]["Data"] == "Invoice 42 🧾"
+    assert simple["Body"]["Text"]["Data"] == "The invoice is attached."
+    assert simple["Body"]["Html"]["Data"] == "<p>The invoice is attached.</p>"
+    assert simple["Headers"] == [{"Name": "X-Order", "Value": "42"}]
+    (attachment,) = simple["Attachments"]
+    assert base64.b64decode(attachment["RawContent"]) == WORKER_PDF, "every byte of the attachment"
+    assert (attachment["FileName"], attachment["ContentType"]) == ("invoice-42.pdf", "application/pdf")
+    assert {t["Name"]: t["Value"] for t in request["EmailTags"]} == {
+        "kind": "invoice",
+        "outbox_id": str(whole),
+    }
+
+    plain_request = accepted[str(plain)].request
+    assert plain_request["Destination"] == {"ToAddresses": ["bob@example.com"]}
+    assert plain_request["FromEmailAddress"] == f"outbox@{LOCAL_SENDER_DOMAIN}"
+    assert plain_request["Content"]["Simple"]["Body"] == {"Text": {"Data": "Hi Bob", "Charset": "UTF-8"}}
+    outcomes["node worker"] = "ran"

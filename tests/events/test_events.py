@@ -251,7 +251,7 @@ def test_permanent_bounce_suppresses_and_a_later_email_is_never_claimed(repo: Ou
         is Status.PENDING
     )
     # A row enqueued before the bounce is failed by the claim instead of being handed out.
-    claimed = repo.claim_batch_v2(token(), "w1", 60, 10, 1 << 20)
+    claimed = repo.claim_batch_bounded(token(), "w1", 60, 10, 1 << 20)
     assert {c.id for c in claimed} == {repo.get_row_by_notification_id("b-3").id}
     assert repo.get_row(waiting).status is Status.FAILED
     history = repo.events(waiting)

@@ -102,7 +102,7 @@ class FakeRepository:
         self._answer("claimed_bodies", row, token)
         return ("loaded text", None)
 
-    def claim_batch_v2(
+    def claim_batch_bounded(
         self, token: str, worker: str, lease: int, limit: int, inline: int
     ) -> list[ClaimedEmail]:
         self._answer("claim", limit)

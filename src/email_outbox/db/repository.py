@@ -48,7 +48,8 @@ _ROW_COLUMNS = (
 
 
 def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None) -> ClaimedEmail:
-    """A claimed row; `max_inline_body_bytes` given (email_claim_batch_v2): bodies above it were left out."""
+    """A claimed row in the one claim row shape; `max_inline_body_bytes` given
+    (email_claim_batch_bounded, email_reserve_batch): bodies above it were left out."""
     body_bytes = int(row.get("body_bytes") or 0)
     return ClaimedEmail(
         id=int(row["id"]),
@@ -219,24 +220,24 @@ class OutboxRepository(ProviderEventCalls):
         )
         return [_claimed_email(r) for r in rows]
 
-    def claim_batch_v2(
+    def claim_batch_bounded(
         self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int, max_inline_body_bytes: int
     ) -> list[ClaimedEmail]:
         """The claim the worker uses: bodies over `max_inline_body_bytes` stay in the database."""
-        return self._claim_v2(
-            "email_claim_batch_v2", claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes
+        return self._claim_bounded(
+            "email_claim_batch_bounded", claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes
         )
 
     def reserve_batch(
         self, claim_token: str, claimed_by: str, lease_seconds: int, limit: int, max_inline_body_bytes: int
     ) -> list[ClaimedEmail]:
-        """claim_batch_v2's rows as reservations: mark each started (start_send, or a `started` item
-        of finalize_batch) just before its send."""
-        return self._claim_v2(
+        """claim_batch_bounded's rows as reservations: mark each started (start_send, or a `started`
+        item of finalize_batch) just before its send."""
+        return self._claim_bounded(
             "email_reserve_batch", claim_token, claimed_by, lease_seconds, limit, max_inline_body_bytes
         )
 
-    def _claim_v2(
+    def _claim_bounded(
         self,
         procedure: str,
         claim_token: str,
@@ -411,7 +412,8 @@ class OutboxRepository(ProviderEventCalls):
         ]
 
     def purge_bodies(self, older_than_days: int, limit: int) -> int:
-        return self._affected("email_purge_bodies", older_than_days=older_than_days, limit=limit)
+        """One batch from the start of the table (email_purge_bodies_after with after_id 0)."""
+        return self.purge_bodies_after(older_than_days, 0, limit)[0]
 
     def purge_bodies_after(self, older_than_days: int, after_id: int, limit: int) -> tuple[int, int]:
         """One keyset batch: (rows cleared, the id to pass as after_id next)."""

@@ -54,6 +54,7 @@ class MigrationLock:
         self._conn = self._connect()
         self._conn.autocommit(True)
         cursor = self._conn.cursor()
+        _outlive_idle_timeout(cursor)
         cursor.execute(TABLE_DDL)
         read_your_writes(cursor)
         deadline = time.monotonic() + timeout
@@ -117,6 +118,7 @@ class MigrationLock:
         conn = self._connect()
         conn.autocommit(True)
         try:
+            _outlive_idle_timeout(conn.cursor())
             while not self._stop.wait(self.ttl / 4):
                 # A failed beat is tried again at the next one: the expiry leaves ttl seconds of slack.
                 with contextlib.suppress(pymysql.err.Error):
@@ -127,6 +129,12 @@ class MigrationLock:
                     )
         finally:
             conn.close()
+
+
+def _outlive_idle_timeout(cursor: Any) -> None:
+    """The lock's connections idle while the migration works: a server with a short wait_timeout
+    would close them, and another migrator would then take the lock of a live holder for a dead one's."""
+    cursor.execute("SET SESSION wait_timeout = GREATEST(@@SESSION.wait_timeout, 86400)")
 
 
 def _connection_alive(cursor: Any, connection_id: int) -> bool:

@@ -195,14 +195,19 @@ def check_drift(
     return report
 
 
-def sync_procedures(cursor: Cursor, directory: Path | None = None) -> list[str]:
-    """Install every procedure whose definition differs from its file. Returns the names installed.
+def sync_procedures(
+    cursor: Cursor, directory: Path | None = None, *, only: Collection[str] | None = None
+) -> list[str]:
+    """Install every procedure whose definition differs from its file (of those named in `only`, when
+    given). Returns the names installed.
 
     MariaDB replaces a routine atomically (CREATE OR REPLACE), so a concurrent CALL never finds it
     missing. MySQL 8 has no CREATE OR REPLACE PROCEDURE: DROP + CREATE, and callers retry error 1305
     for a moment. An unchanged procedure is never touched on either server.
     """
-    procedures = load_procedures(directory)
+    procedures = [p for p in load_procedures(directory) if only is None or p.name in only]
+    if not procedures:
+        return []
     installed = _installed(cursor)
     parameters = _installed_parameters(cursor)
     mariadb = _is_mariadb(cursor)
@@ -226,6 +231,25 @@ def sync_procedures(cursor: Cursor, directory: Path | None = None) -> list[str]:
     finally:
         cursor.execute("SET SESSION sql_mode = %s", (previous_mode,))
     return changed
+
+
+def retire_procedures(cursor: Cursor, names: Collection[str]) -> None:
+    """A migration's step that drops procedures no file defines any more (docs/procedures.md,
+    "Versions"). The installed procedures that still call one are replaced by their files first, so
+    nothing installed calls a retired procedure when it goes and a running caller never meets a
+    missing one. Idempotent: a procedure already dropped is no error."""
+    known = {p.name for p in load_procedures()}
+    for name in names:
+        if name in known:
+            raise ValueError(f"{name} still has a file in procedures/: remove it before retiring it")
+    callers = {
+        caller
+        for caller, (body, _mode) in _installed(cursor).items()
+        if caller not in names and any(re.search(rf"\b{name}\b", body) for name in names)
+    }
+    sync_procedures(cursor, only=callers & known)
+    for name in names:
+        cursor.execute(f"DROP PROCEDURE IF EXISTS {name}")
 
 
 def sync_procedures_step(conn: Any) -> None:

@@ -133,8 +133,8 @@ class ClaimLoop:
         deadline = time.monotonic() + config.lease_seconds
         try:
             emails = self._database.call(
-                "email_claim_batch",
-                lambda r: r.claim_batch_v2(
+                "email_claim_batch_bounded",
+                lambda r: r.claim_batch_bounded(
                     token, config.worker_id, config.lease_seconds, limit, config.inline_body_bytes
                 ),
             )
