@@ -19,7 +19,7 @@ BEGIN
   DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4;
   IF p_max_inline_body_bytes IS NULL OR p_max_inline_body_bytes < 0 THEN
     SET v_message = CONCAT(p_where, ': max_inline_body_bytes must be 0 or more');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_claim_batch(p_where, p_claim_token, p_claimed_by, p_lease_seconds, p_limit, p_reserve);
   SELECT a.id, a.notification_id, a.to_address, a.from_address, a.subject,
