@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import re
 
-from email_outbox.schema.grants import (
-    ENQUEUER_PROCEDURES,
-    EVENTS_PROCEDURES,
-    OPERATOR_PROCEDURES,
-    WORKER_PROCEDURES,
-)
+from email_outbox.schema.grants import ROLES
 from email_outbox_devtools.procedure_index import (
     DEPRECATED,
     DOCS,
@@ -70,6 +65,6 @@ def test_no_public_name_carries_a_version_number_but_a_deprecated_one() -> None:
 
 
 def test_every_public_procedure_is_granted_to_some_role() -> None:
-    granted = {*ENQUEUER_PROCEDURES, *WORKER_PROCEDURES, *OPERATOR_PROCEDURES, *EVENTS_PROCEDURES}
+    granted = {name for procedures in ROLES.values() for name in procedures}
     for procedure in public_procedures():
         assert procedure.name in granted, f"{procedure.name} is public but no role of grants.py may call it"
