@@ -288,3 +288,48 @@ class SuppressedAddress:
     attempt_id: int | None
     added_at: datetime
     added_by: str
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """The provider breaker every replica shares (email_breaker_state), read on the database clock."""
+
+    provider: str
+    state: str  # 'closed', 'open' or 'half_open'
+    since: datetime | None
+    changed_at: datetime | None
+    changed_by: str | None
+    last_error_code: str | None
+    last_error_message: str | None
+    last_failure_at: datetime | None
+    probe_at: datetime | None
+    probe_by: str | None
+    probes: int
+    probe_due: bool
+    database_time: datetime
+
+    @property
+    def down(self) -> bool:
+        return self.state != "closed"
+
+    def summary(self) -> str:
+        """One line, as `status`, the console and the logs say it."""
+        if not self.down:
+            return "up" if self.since is None else f"up (since {_utc(self.since)})"
+        text = f"down since {_utc(self.since)}, last error {self.last_error_code or '-'}"
+        if self.state == "half_open":
+            return f"{text}; probing ({self.probe_by})"
+        return f"{text}; next probe {_utc(self.probe_at)}"
+
+
+@dataclass(frozen=True)
+class RedriveBatch:
+    """One call of email_redrive_failed_batch."""
+
+    affected: int
+    examined: int
+    last_id: int
+
+
+def _utc(value: datetime | None) -> str:
+    return "-" if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -8,12 +8,18 @@ sent but the client never hears), and connection resets before or after acceptin
 Control, for tests in other processes: GET /_control/accepted, PUT /_control/faults (a JSON list of
 rules, replacing the current ones), POST /_control/reset, POST /_control/release (let held sends go).
 
+An outage, in this process (SesEndpoint.outage): `"503"` answers every SendEmail 503
+ServiceUnavailable; `"refused"` stops listening and closes every idle connection, so a client's next
+request meets a refused connection; `None` ends it. `requests_between(start, end)` counts the
+SendEmail requests that reached the endpoint (a refused connection never does).
+
 Run standalone: python -m email_outbox_devtools.ses_endpoint --port 4579
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import socket
@@ -82,6 +88,10 @@ class EndpointState:
     # Accepted messages whose 200 is being held back right now (hold_after_accept).
     holding: list[AcceptedMessage] = field(default_factory=list)
     requests: int = 0
+    # When each SendEmail request arrived (time.time()), for counting the calls an outage saw.
+    request_times: list[float] = field(default_factory=list)
+    # Open client connections, so an outage can close them (a keep-alive connection would outlive it).
+    connections: set[socket.socket] = field(default_factory=set)
     reject_prefix: str = "reject"
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: threading.Event = field(default_factory=threading.Event)
@@ -90,6 +100,7 @@ class EndpointState:
     def pick_rule(self, recipient: str) -> FaultRule | None:
         with self.lock:
             self.requests += 1
+            self.request_times.append(time.time())
             for rule in self.rules:
                 if rule.match is not None and rule.match not in recipient:
                     continue
@@ -136,6 +147,13 @@ class _Handler(BaseHTTPRequestHandler):
         # Headers and body leave in two writes; with Nagle on, the body waits for the client's delayed
         # ACK (40 ms on Linux), which capped every sender at about 20 requests/s per connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.server.state.lock:
+            self.server.state.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.state.lock:
+            self.server.state.connections.discard(self.connection)
+        super().finish()
 
     def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -185,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._body()
         if self.path == "/_control/reset":
             with state.lock:
-                state.rules, state.accepted, state.requests = [], [], 0
+                state.rules, state.accepted, state.requests, state.request_times = [], [], 0, []
             state.released.clear()
             self._json(200, {"ok": True})
             return
@@ -259,6 +277,10 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+OUTAGE_KINDS = ("503", "refused")
+OUTAGE_RULE = FaultRule("error", status=503, code="ServiceUnavailable")
+
+
 class SesEndpoint:
     """The endpoint in a background thread of this process."""
 
@@ -266,6 +288,8 @@ class SesEndpoint:
         self.server = _Server((host, port), _Handler)
         self.server.state = EndpointState()
         self.thread = threading.Thread(target=self.server.serve_forever, name="ses-endpoint", daemon=True)
+        self.outage_kind: str | None = None
+        self._address = self.server.server_address[:2]
 
     @property
     def state(self) -> EndpointState:
@@ -282,12 +306,51 @@ class SesEndpoint:
 
     def stop(self) -> None:
         self.state.released.set()
-        self.server.shutdown()
-        self.server.server_close()
+        if self.outage_kind != "refused":
+            self.server.shutdown()
+            self.server.server_close()
 
     def set_faults(self, *rules: FaultRule) -> None:
         with self.state.lock:
             self.state.rules = list(rules)
+
+    def outage(self, kind: str | None) -> None:
+        """Start or change an outage (`"503"`, `"refused"`), or end it (None). A 503 outage goes
+        before the other fault rules and leaves them in place."""
+        if kind is not None and kind not in OUTAGE_KINDS:
+            raise ValueError(f"unknown outage {kind!r}; one of {', '.join(OUTAGE_KINDS)}")
+        # Stop listening before the 503 rule goes, and set it before listening again: no request may
+        # slip through between the two kinds.
+        if kind == "refused" and self.outage_kind != "refused":
+            self._stop_listening()
+        with self.state.lock:
+            self.state.rules = [r for r in self.state.rules if r is not OUTAGE_RULE]
+            if kind == "503":
+                self.state.rules.insert(0, OUTAGE_RULE)
+        if kind != "refused" and self.outage_kind == "refused":
+            self._listen_again()
+        self.outage_kind = kind
+
+    def _stop_listening(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        with self.state.lock:
+            open_connections = list(self.state.connections)
+        for connection in open_connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
+    def _listen_again(self) -> None:
+        state = self.state
+        self.server = _Server(self._address, _Handler)
+        self.server.state = state
+        self.thread = threading.Thread(target=self.server.serve_forever, name="ses-endpoint", daemon=True)
+        self.thread.start()
+
+    def requests_between(self, start: float, end: float) -> int:
+        """SendEmail requests that reached the endpoint from `start` to `end` (time.time())."""
+        with self.state.lock:
+            return sum(1 for t in self.state.request_times if start <= t < end)
 
     def accepted(self) -> list[AcceptedMessage]:
         with self.state.lock:

@@ -31,6 +31,8 @@ TABLES = (
     "email_notification_tombstones",
     "email_retention_runs",
     "email_erasures",
+    "email_provider_breaker",
+    "email_provider_breaker_log",
 )
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, cast
 
 import pytest
@@ -24,9 +25,10 @@ from email_outbox.errors import (
     SchemaNotInstalled,
     TransientDatabaseError,
 )
-from email_outbox.models import ClaimedEmail, FailureResult, FinalizeItem, Status
+from email_outbox.models import BreakerState, ClaimedEmail, FailureResult, FinalizeItem, Status
 from email_outbox.ses.classify import Decision, Outcome
 from email_outbox.worker.actions import RULES, START, DelayPolicy, Effect, Step, action_for
+from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.budget import ByteBudget
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.config import WorkerConfig, load_config
@@ -42,6 +44,7 @@ from email_outbox.worker.slots import Slots
 from email_outbox.worker.stats import WorkerStats
 
 DSN = DatabaseDsn("u", "p", "127.0.0.1", 3306, "outbox")
+NOW = datetime(2026, 1, 1)
 NO_PAUSE = RetryPolicy(transient_attempts=3, first_pause=0.0, max_pause=0.0)
 POLICY = DelayPolicy(
     retry_base_seconds=5, retry_max_seconds=900, throttle_delay_seconds=5, account_pause_seconds=60
@@ -69,6 +72,11 @@ class FakeRepository:
         self.calls.append((name, args))
         if self.errors:
             raise self.errors.pop(0)
+
+    def breaker_state(self, provider: str) -> BreakerState:
+        """Closed, and not counted in `calls`: these tests are about other parts (the breaker's own
+        tests are in tests/worker/test_breaker.py)."""
+        return BreakerState(provider, "closed", None, None, None, None, None, None, None, None, 0, False, NOW)
 
     def finalize_sent(self, row: int, token: str, message_id: str) -> int:
         self._answer("finalize_sent", row, token, message_id)
@@ -380,6 +388,7 @@ def delivery(
     parts = Delivery(
         sender, database, Finalizer(database, stats), pacer, ByteBudget(1 << 20), POLICY, stats,
         stopping or threading.Event(), random.Random(0), config.longest_send_seconds,
+        Breaker(config, database, stats, random.Random(0)),
     )  # fmt: skip
     return parts, pacer
 
@@ -454,7 +463,8 @@ def run_loop(config: WorkerConfig, repo: FakeRepository, slots: Slots, until: in
     stats, stopping = WorkerStats(), threading.Event()
     database = calls_on(repo)
     reservations = Reservations(config, database, Finalizer(database, stats), stats, InlineExecutor())
-    loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations)
+    breaker = Breaker(config, database, stats, random.Random(0))
+    loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations, breaker)
     delivered: list[Claim] = []
 
     def deliver(c: Claim) -> None:
@@ -557,7 +567,9 @@ def carrying_on(
     reservations = Reservations(
         config, database, Finalizer(database, stats), stats, refill or InlineExecutor()
     )
-    loop = ClaimLoop(config, database, Slots(config.concurrency, stats), pacer, stats, stopping, reservations)
+    slots = Slots(config.concurrency, stats)
+    breaker = Breaker(config, database, stats, random.Random(0))
+    loop = ClaimLoop(config, database, slots, pacer, stats, stopping, reservations, breaker)
     return loop, pacer, stats, stopping
 
 

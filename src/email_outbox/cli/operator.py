@@ -1,4 +1,4 @@
-"""The operator commands of `email-outbox`: status, list, show, requeue, resolve, purge-bodies. Every
+"""The operator commands of `email-outbox`: status, list, show, requeue, resolve, redrive, purge-bodies. Every
 change goes through a stored procedure; the reads are plain SELECTs an operator account may run
 (docs/security.md). `enqueue`, `grant` and `senders` have modules of their own.
 """
@@ -13,9 +13,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
+from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import age, print_json, short, table, visible, when
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
+from email_outbox.ses import PROVIDER
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -64,6 +66,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         provider = repo.provider_stats(DAY_SECONDS, wait)
         states = repo.provider_state_counts(DAY_SECONDS)
         suppressed = repo.count_suppressed_failures(DAY_SECONDS)
+        breaker = repo.breaker_state(PROVIDER)
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
         print_json(
@@ -77,6 +80,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "provider_24h": asdict(provider),
                 "provider_states_24h": states,
                 "suppressed_failures_24h": suppressed,
+                "provider_breaker": asdict(breaker),
             }
         )
         return EXIT_OK
@@ -97,6 +101,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     unknown = by_status[Status.UNKNOWN_OUTCOME.value]
     hint = "  (needs an operator: docs/operations.md)" if unknown else ""
     print(f"UnknownOutcome:          {unknown}{hint}")
+    hint = "  (workers hold their sends: docs/operations.md, SES outage)" if breaker.down else ""
+    print(f"provider state:          {visible(breaker.summary())}{hint}")
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
@@ -320,6 +326,59 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+REDRIVE_BATCH_MAX = 1000
+
+
+def cmd_redrive(args: argparse.Namespace) -> int:
+    """One Failed email SES never accepted, or all of those that failed in a time range, back to
+    Pending with a fresh attempt budget (email_redrive_failed, email_redrive_failed_batch)."""
+    if (args.notification_id is None) == (args.failed_since is None):
+        raise InvalidInput("redrive takes a NOTIFICATION_ID or --failed-since, one of the two")
+    if args.notification_id is not None and (args.until or args.error_code or args.dry_run):
+        raise InvalidInput("--until, --error-code and --dry-run go with --failed-since")
+    if not 1 <= args.batch <= REDRIVE_BATCH_MAX:
+        raise InvalidInput(f"--batch must be 1 to {REDRIVE_BATCH_MAX}")
+    with open_repository(args) as repo:
+        if args.notification_id is not None:
+            return _redrive_one(repo, args.notification_id, args.by, args.reason)
+        now = repo.database_time()
+        since = parse_since(args.failed_since, now)
+        until = parse_since(args.until, now) if args.until else None
+        moved = examined = after = 0
+        while True:
+            batch = repo.redrive_failed_batch(
+                since, until, args.error_code, after, args.batch,
+                dry_run=args.dry_run, redriven_by=args.by, reason=args.reason,
+            )  # fmt: skip
+            moved, examined, after = moved + batch.affected, examined + batch.examined, batch.last_id
+            if batch.examined < args.batch:
+                break
+    verb = "would redrive" if args.dry_run else "redrove"
+    print(
+        f"{verb} {moved} Failed emails (failed since {when(since)} UTC"
+        f"{f' until {when(until)} UTC' if until else ''}"
+        f"{f', error {args.error_code}' if args.error_code else ''}; {examined} Failed rows looked at,"
+        f" in batches of {args.batch})"
+    )
+    return EXIT_OK if moved else EXIT_NOTHING
+
+
+def _redrive_one(repo: OutboxRepository, notification_id: str, by: str, reason: str) -> int:
+    if repo.redrive_failed(notification_id, by, reason):
+        row = repo.get_row_by_notification_id(notification_id)
+        print(f"redrove email {row.id} ({visible(notification_id)}): Failed -> Pending, attempts reset to 0")
+        return EXIT_OK
+    row = repo.get_row_by_notification_id(notification_id)  # NotFound says so for an unknown id
+    why = (
+        f"it is {row.status.value}, not Failed"
+        if row.status is not Status.FAILED
+        else "SES may have accepted it (a MessageId, an accepting SES event, or an earlier"
+        " UnknownOutcome); check SES, and see `requeue` in docs/operations.md"
+    )
+    print(f"not redriven: email {row.id}: {why}", file=sys.stderr)
+    return EXIT_NOTHING
+
+
 def cmd_purge_bodies(args: argparse.Namespace) -> int:
     total = 0
     with open_repository(args) as repo:
@@ -385,6 +444,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--reason", required=True, help="why, written to the audit log")
     p.add_argument("--message-id", help="the SES MessageId, when you found it")
     p.set_defaults(func=cmd_resolve)
+
+    p = sub.add_parser(
+        "redrive",
+        help="Failed emails SES never accepted -> Pending with fresh attempts (same notification id)",
+    )
+    add_dsn(p)
+    p.add_argument("notification_id", nargs="?", help="one email, by the caller's notification id")
+    p.add_argument(
+        "--failed-since",
+        help="every such email that failed since: 'YYYY-MM-DD HH:MM:SS' (UTC) or a duration back",
+    )
+    p.add_argument("--until", help="with --failed-since: failed before this time (UTC) or duration back")
+    p.add_argument("--error-code", help="with --failed-since: only emails whose last error is this code")
+    p.add_argument("--dry-run", action="store_true", help="with --failed-since: count, change nothing")
+    p.add_argument(
+        "--batch", type=int, default=500, help=f"Failed rows looked at per call (1 to {REDRIVE_BATCH_MAX})"
+    )
+    p.add_argument("--by", required=True, help="your name, written to the audit log")
+    p.add_argument("--reason", required=True, help="why, written to the audit log")
+    p.set_defaults(func=cmd_redrive)
 
     p = sub.add_parser("purge-bodies", help="clear bodies of old terminal emails (rows and ids stay)")
     add_dsn(p)

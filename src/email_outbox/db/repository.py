@@ -23,6 +23,7 @@ from email_outbox.errors import NotFound
 from email_outbox.models import (
     AllowedSender,
     Attachment,
+    BreakerState,
     Candidate,
     ClaimedEmail,
     DeliveryEvent,
@@ -33,6 +34,7 @@ from email_outbox.models import (
     FinalizeItem,
     QueueHealth,
     RetentionBatch,
+    RedriveBatch,
     Status,
     StatusCount,
     optional_id,
@@ -376,6 +378,84 @@ class OutboxRepository(ProviderEventCalls):
             reason=reason,
             provider_message_id=provider_message_id,
         )
+
+    def redrive_failed(self, notification_id: str, redriven_by: str, reason: str) -> int:
+        """email_redrive_failed: 1 when the Failed row SES never accepted is Pending again."""
+        return self._affected(
+            "email_redrive_failed", notification_id=notification_id, redriven_by=redriven_by, reason=reason
+        )
+
+    def redrive_failed_batch(
+        self,
+        failed_since: datetime,
+        failed_until: datetime | None,
+        error_code: str | None,
+        after_id: int,
+        limit: int,
+        *,
+        dry_run: bool,
+        redriven_by: str,
+        reason: str,
+    ) -> RedriveBatch:
+        row = self._call(
+            "email_redrive_failed_batch",
+            failed_since=failed_since,
+            failed_until=failed_until,
+            error_code=error_code,
+            after_id=after_id,
+            limit=limit,
+            dry_run=1 if dry_run else 0,
+            redriven_by=redriven_by,
+            reason=reason,
+        )[0]
+        return RedriveBatch(int(row["affected"]), int(row["examined"]), int(row["last_id"]))
+
+    # --- the provider breaker (docs/design.md, "Provider outages") ---------------------------------
+    def breaker_state(self, provider: str) -> BreakerState:
+        r = self._call("email_breaker_state", provider=provider)[0]
+        return BreakerState(
+            provider=str(r["provider"]),
+            state=str(r["state"]),
+            since=r["since"],
+            changed_at=r["changed_at"],
+            changed_by=r["changed_by"],
+            last_error_code=r["last_error_code"],
+            last_error_message=r["last_error_message"],
+            last_failure_at=r["last_failure_at"],
+            probe_at=r["probe_at"],
+            probe_by=r["probe_by"],
+            probes=int(r["probes"]),
+            probe_due=bool(r["probe_due"]),
+            database_time=r["database_time"],
+        )
+
+    def breaker_open(
+        self,
+        provider: str,
+        opened_by: str,
+        error_code: str | None,
+        error_message: str | None,
+        probe_after_seconds: int,
+    ) -> int:
+        return self._affected(
+            "email_breaker_open",
+            provider=provider,
+            opened_by=opened_by,
+            error_code=error_code,
+            error_message=error_message,
+            probe_after_seconds=probe_after_seconds,
+        )
+
+    def breaker_try_probe(self, provider: str, probe_by: str, probe_hold_seconds: int) -> int:
+        return self._affected(
+            "email_breaker_try_probe",
+            provider=provider,
+            probe_by=probe_by,
+            probe_hold_seconds=probe_hold_seconds,
+        )
+
+    def breaker_close(self, provider: str, closed_by: str, detail: str | None) -> int:
+        return self._affected("email_breaker_close", provider=provider, closed_by=closed_by, detail=detail)
 
     def outbox_stats(self) -> list[StatusCount]:
         return [

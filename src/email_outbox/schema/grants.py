@@ -39,6 +39,11 @@ WORKER_PROCEDURES = (
     "email_outbox_queue_stats",
     # The start-up check that the default sender is allowed.
     "email_sender_allowed",
+    # The provider breaker shared by every replica (docs/design.md, "Provider outages").
+    "email_breaker_state",
+    "email_breaker_open",
+    "email_breaker_try_probe",
+    "email_breaker_close",
 )
 
 # `email-outbox retention` and `erase` (a scheduler's account, or a DBA's): deletes old emails and
@@ -67,6 +72,10 @@ OPERATOR_PROCEDURES = (
     "email_suppression_remove",
     "email_provider_stats",
     *MAINTENANCE_PROCEDURES,
+    # `email-outbox redrive` and the provider line of `status`.
+    "email_redrive_failed",
+    "email_redrive_failed_batch",
+    "email_breaker_state",
 )
 
 # `email-outbox events`: records SES events, settles UnknownOutcome rows from their evidence, and
@@ -90,13 +99,13 @@ OPERATOR_TABLES = (
 )
 
 # A read-only look at the outbox (the web console's read-only page, dashboards): the operator's
-# tables, and the two counting procedures; no change of any kind.
-VIEWER_PROCEDURES = ("email_outbox_stats", "email_outbox_queue_stats")
+# tables, the two counting procedures and the provider breaker's state; no change of any kind.
+VIEWER_PROCEDURES = ("email_outbox_stats", "email_outbox_queue_stats", "email_breaker_state")
 
-# The web console that acts: what a viewer has, and the two actions its pages offer. Not the rest of
+# The web console that acts: what a viewer has, and the three actions its pages offer. Not the rest of
 # the operator's set (enqueue, the allow-list, suppression, purge): a console, or its DSN file, in the
 # wrong hands cannot send mail or change who may.
-CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome")
+CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome", "email_redrive_failed")
 CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS)
 
 ROLES: dict[str, tuple[str, ...]] = {

@@ -78,6 +78,36 @@ class WorkerConfig:
             "ACCOUNT_PAUSE_SECONDS", float, "pause after an account or configuration error, seconds"
         ),
     )
+    breaker_failures: int = field(
+        default=5,
+        metadata=_meta(
+            "BREAKER_FAILURES",
+            int,
+            "consecutive transient SES failures (5xx, refused, DNS, TLS handshake, connect timeout) with no"
+            " success between them that open the provider breaker; 0 turns the breaker off",
+        ),
+    )
+    breaker_distinct_emails: int = field(
+        default=3,
+        metadata=_meta(
+            "BREAKER_DISTINCT_EMAILS",
+            int,
+            "... among at least this many different emails (one bad email never opens it)",
+        ),
+    )
+    breaker_window_seconds: float = field(
+        default=30.0,
+        metadata=_meta("BREAKER_WINDOW_SECONDS", float, "... all within this many seconds"),
+    )
+    breaker_probe_seconds: float = field(
+        default=15.0,
+        metadata=_meta(
+            "BREAKER_PROBE_SECONDS",
+            float,
+            "while the breaker is open, one probe send among all replicas every this many seconds, plus up"
+            " to a third more as jitter",
+        ),
+    )
     log_format: str = field(default="text", metadata=_meta("LOG_FORMAT", str, "text or json"))
     log_level: str = field(
         default="info",
@@ -233,6 +263,16 @@ def validate(c: WorkerConfig) -> None:
     _check(
         0 <= c.throttle_delay_seconds <= 604800, f"{env_name('throttle_delay_seconds')} must be 0 to 604800"
     )
+    _check(0 <= c.breaker_failures <= 1000, f"{env_name('breaker_failures')} must be 0 to 1000")
+    _check(
+        1 <= c.breaker_distinct_emails <= max(c.breaker_failures, 1),
+        f"{env_name('breaker_distinct_emails')} must be 1 to {env_name('breaker_failures')}",
+    )
+    _check(
+        0 < c.breaker_window_seconds <= 3600,
+        f"{env_name('breaker_window_seconds')} must be above 0 and at most 3600",
+    )
+    _check(1 <= c.breaker_probe_seconds <= 3600, f"{env_name('breaker_probe_seconds')} must be 1 to 3600")
     _check(c.account_pause_seconds > 0, f"{env_name('account_pause_seconds')} must be above 0")
     _check(
         c.log_format in ("text", "json"),

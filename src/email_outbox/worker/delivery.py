@@ -13,6 +13,7 @@ from typing import Protocol
 from email_outbox.models import ClaimedEmail
 from email_outbox.ses.classify import Decision
 from email_outbox.worker.actions import DelayPolicy, action_for, release_unsent
+from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.budget import ByteBudget
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.database import DatabaseCalls
@@ -42,7 +43,9 @@ class Delivery:
         stopping: threading.Event,
         rng: random.Random,
         longest_send_seconds: float,
+        breaker: Breaker,
     ) -> None:
+        self._breaker = breaker
         self._sender = sender
         self._database = database
         self._finalizer = finalizer
@@ -110,9 +113,14 @@ class Delivery:
             log.warning("lease too short to send: given back unsent", extra=claim.context())
             self._finalizer.apply(claim, release_unsent("lease too short to send"))
             return None
+        if not self._breaker.may_send(claim):
+            self._finalizer.apply(claim, self._breaker.held())
+            return None
         decision = self._sender.send(claim.email)
         self._stats.record_send(decision.outcome.value, time.monotonic() - started)
-        action = action_for(decision, claim.attempt, self._delays, self._rng)
+        action = self._breaker.review(
+            claim, decision, action_for(decision, claim.attempt, self._delays, self._rng)
+        )
         if log.isEnabledFor(action.level):
             extra = {**claim.context(), "error_code": action.error_code, "error": action.error_message}
             if action.delay_seconds:

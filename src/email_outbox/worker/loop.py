@@ -12,6 +12,7 @@ from concurrent.futures import Executor
 
 from email_outbox import failpoints
 from email_outbox.errors import DatabaseUnavailable, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.config import WorkerConfig
 from email_outbox.worker.database import DatabaseCalls
@@ -52,8 +53,10 @@ class ClaimLoop:
         stats: WorkerStats,
         stopping: threading.Event,
         reservations: Reservations,
+        breaker: Breaker,
     ) -> None:
         self._reservations = reservations
+        self._breaker = breaker
         self._config = config
         self._database = database
         self._slots = slots
@@ -79,6 +82,11 @@ class ClaimLoop:
             every = self._slots.concurrency
             if backlogged and free < every and not self._provider_is_slow():
                 free = self._slots.wait_for_more(every, GATHER_SECONDS)
+            # The provider breaker: nothing while SES is down, one row for this replica's probe.
+            free = self._breaker.claim_limit(free)
+            if free == 0:
+                stopping.wait(self._breaker.wait_seconds(config.poll_interval))
+                continue
             limit = self._pacer.tokens(min(free, config.batch_size), stopping)
             if limit == 0:
                 continue
@@ -103,11 +111,19 @@ class ClaimLoop:
         a reservation, started in the same call as the finalize of the row it sent, with no hand-off
         to this loop's thread and back. Only while the provider is slow: with fast sends the slot goes
         back and the loop's next claim serves several freed slots in one CALL, and reservations still
-        held are given back. None when the slot should go idle (fast provider, stopping, paused, no
-        rate token at hand, nothing due, or the database did not answer)."""
-        if not self._provider_is_slow() or self._stopping.is_set() or self._pacer.pause_remaining() > 0:
+        held are given back. None when the slot should go idle (fast provider, stopping, paused, the
+        provider breaker not closed, no rate token at hand, nothing due, or the database did not
+        answer)."""
+        if (
+            not self._provider_is_slow()
+            or self._stopping.is_set()
+            or self._pacer.pause_remaining() > 0
+            or not self._breaker.closed()
+        ):
             if len(self._reservations):
-                self._reservations.release_all("not carrying on: sends are fast, or stopping, or paused")
+                self._reservations.release_all(
+                    "not carrying on: sends are fast, or stopping, or paused, or the provider is down"
+                )
             return None
         if not self._pacer.token_at_hand():
             return None

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from http import HTTPStatus
 from typing import Any
 
@@ -77,6 +77,7 @@ class WorkerCollector(Collector):
             send_latency = s.send_latency.copy()
             throttles, pauses, in_flight = s.throttle_events, s.pause_events, s.in_flight
             last_db, last_loop = s.last_db_success, s.last_loop
+            breaker, breaker_state, down_since = dict(s.breaker), s.breaker_state, s.breaker_down_since
 
         yield _labelled(
             CounterMetricFamily,
@@ -114,6 +115,28 @@ class WorkerCollector(Collector):
         yield CounterMetricFamily("email_outbox_throttle_events", "SES throttling answers", value=throttles)
         yield CounterMetricFamily(
             "email_outbox_pause_events", "Replica pauses after an SES account problem", value=pauses
+        )
+        state = GaugeMetricFamily(
+            "email_outbox_provider_breaker",
+            "The provider breaker as this replica last read it (shared by all replicas): 1 for its state",
+            labels=["state"],
+        )
+        for name in ("closed", "half_open", "open"):
+            state.add_metric([name], 1 if name == breaker_state else 0)
+        yield state
+        yield GaugeMetricFamily(
+            "email_outbox_provider_down_since_timestamp_seconds",
+            "When the provider was seen down (Unix time, UTC), while the breaker is not closed; 0 otherwise",
+            value=down_since.replace(tzinfo=UTC).timestamp() if down_since else 0,
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "email_outbox_provider_breaker_events",
+            "This replica's breaker events: opened, closed, probes (sends made as a probe), probes_failed, held (claimed rows"
+            " given back unsent while the provider was down), released (transient failures given back"
+            " without using an attempt)",
+            "event",
+            breaker,
         )
         now = time.monotonic()
         yield GaugeMetricFamily(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import OutboxError
 from email_outbox.worker.actions import DelayPolicy
+from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.budget import ByteBudget
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.config import WorkerConfig
@@ -65,6 +66,7 @@ class Worker:
         )
         self.slots = Slots(config.concurrency, self.stats)
         self.pacer = Pacer(config, self.stats)
+        self.breaker = Breaker(config, self.database, self.stats, rng)
         finalizer = Finalizer(self.database, self.stats)
         self._reserver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reserve")
         self.reservations = Reservations(config, self.database, finalizer, self.stats, self._reserver)
@@ -79,9 +81,17 @@ class Worker:
             self.stopping,
             rng,
             config.longest_send_seconds,
+            self.breaker,
         )
         self.loop = ClaimLoop(
-            config, self.database, self.slots, self.pacer, self.stats, self.stopping, self.reservations
+            config,
+            self.database,
+            self.slots,
+            self.pacer,
+            self.stats,
+            self.stopping,
+            self.reservations,
+            self.breaker,
         )
         self.progress = ProgressLine(self.stats, config.progress_interval)
         self.metrics_server: MetricsServer | None = None

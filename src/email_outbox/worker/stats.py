@@ -10,6 +10,7 @@ import bisect
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 SEND_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -51,6 +52,10 @@ class WorkerStats:
     outcomes: Counter[str] = field(default_factory=Counter)
     finalize: Counter[str] = field(default_factory=Counter)
     db_errors: Counter[str] = field(default_factory=Counter)
+    # The provider breaker (email_outbox.worker.breaker): opened, closed, probes, held, released.
+    breaker: Counter[str] = field(default_factory=Counter)
+    breaker_state: str = "closed"
+    breaker_down_since: datetime | None = None
     claims: int = 0
     claimed_rows: int = 0
     claim_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
@@ -96,4 +101,5 @@ class WorkerStats:
                 "claimed_rows": self.claimed_rows,
                 "throttle_events": self.throttle_events,
                 "pause_events": self.pause_events,
+                "breaker": dict(self.breaker),
             }
