@@ -25,7 +25,7 @@ BEGIN
   CALL email_internal_check_breaker_args('email_breaker_open', p_provider, 'opened_by', p_opened_by,
                                          'probe_after_seconds', p_probe_after_seconds);
   IF CHAR_LENGTH(p_error_code) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_breaker_open: error_code must be at most 191 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_breaker_open: error_code must be at most 191 characters';
   END IF;
   CALL email_internal_begin(v_own);
   CALL email_internal_breaker_row(p_provider, p_opened_by, v_now, v_state);

@@ -17,6 +17,6 @@ BEGIN
   CALL email_internal_check_name(p_where, p_field, p_actor, 191);
   IF p_seconds_field IS NOT NULL AND (p_seconds IS NULL OR p_seconds < 1 OR p_seconds > 86400) THEN
     SET v_message = CONCAT(p_where, ': ', p_seconds_field, ' must be 1 to 86400');
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = v_message;
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
 END

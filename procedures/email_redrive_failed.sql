@@ -23,7 +23,7 @@ BEGIN
     RESIGNAL;
   END;
   IF p_notification_id IS NULL OR CHAR_LENGTH(p_notification_id) < 1 OR CHAR_LENGTH(p_notification_id) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_redrive_failed: notification_id must be 1 to 191 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_redrive_failed: notification_id must be 1 to 191 characters';
   END IF;
   CALL email_internal_check_name('email_redrive_failed', 'redriven_by', p_redriven_by, 191);
   CALL email_internal_check_name('email_redrive_failed', 'reason', p_reason, 2000);

@@ -40,22 +40,22 @@ BEGIN
     RESIGNAL;
   END;
   IF p_failed_since IS NULL THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_redrive_failed_batch: failed_since is required';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_redrive_failed_batch: failed_since is required';
   END IF;
   IF p_failed_until IS NOT NULL AND p_failed_until <= p_failed_since THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_redrive_failed_batch: failed_until must be after failed_since';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_redrive_failed_batch: failed_until must be after failed_since';
   END IF;
   IF CHAR_LENGTH(p_error_code) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_redrive_failed_batch: error_code must be at most 191 characters';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_redrive_failed_batch: error_code must be at most 191 characters';
   END IF;
   IF p_after_id IS NULL OR p_after_id < 0 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_redrive_failed_batch: after_id must be 0 or more';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_redrive_failed_batch: after_id must be 0 or more';
   END IF;
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_redrive_failed_batch: limit must be 1 to 1000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_redrive_failed_batch: limit must be 1 to 1000';
   END IF;
   IF p_dry_run IS NULL OR p_dry_run NOT IN (0, 1) THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_redrive_failed_batch: dry_run must be 0 or 1';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_redrive_failed_batch: dry_run must be 0 or 1';
   END IF;
   CALL email_internal_check_name('email_redrive_failed_batch', 'redriven_by', p_redriven_by, 191);
   CALL email_internal_check_name('email_redrive_failed_batch', 'reason', p_reason, 2000);
