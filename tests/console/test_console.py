@@ -32,6 +32,7 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import AccessDenied
 from tests.conftest import TestServer
+from tests.contract.test_contract_outage import failed_row
 from tests.support.accounts import granted_account
 from tests.support.console_support import (
     PASSWORD,
@@ -891,3 +892,56 @@ def test_a_public_origin_behind_a_tls_proxy_is_accepted_for_forms(
     console.settings.public_origins = frozenset({"https://console.example.com"})
     assert post(client, path, form, Origin="https://console.example.com").status_code == 303
     assert status_of(repo, attempt_id) == "Pending"
+
+
+# --- outage: the provider line and redrive (docs/operations.md, SES outage) ---------------------------
+def test_the_overview_shows_the_provider_breaker(client: TestClient, repo: OutboxRepository) -> None:
+    assert 'id="provider-state"' in client.get("/").text
+    repo.breaker_open("ses", "worker-a", "ServiceUnavailable", "503", 60)
+    shown = client.get("/fragments/overview").text
+    assert "down since" in shown and "last error ServiceUnavailable" in shown
+
+
+def test_redrive_on_a_failed_email_and_in_bulk(
+    dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
+) -> None:
+    made = make_console(dsn, tmp_path, bulk_cap=10)
+    try:
+        with TestClient(made.app, follow_redirects=False) as client:
+            client.auth = (USER, PASSWORD)
+            one, two, three = (failed_row(repo) for _ in range(3))
+            accepted = sent_row(repo)
+            page = client.get(f"/emails/{one}").text
+            assert 'id="redrive-form"' in page and 'id="requeue-form"' not in page
+            token = csrf(client, f"/emails/{one}")
+            assert post(client, f"/emails/{one}/redrive", {"reason": "outage"}).status_code == 403, "CSRF"
+            missing = post(client, f"/emails/{one}/redrive", {"csrf_token": token, "reason": " "})
+            assert missing.status_code == 400 and status_of(repo, one) == "Failed"
+            done = post(client, f"/emails/{one}/redrive", {"csrf_token": token, "reason": "SES outage"})
+            assert done.headers["location"] == f"/emails/{one}?done=redriven"
+            assert status_of(repo, one) == "Pending"
+            assert last_event(repo, one)[0] == "alice (console)"
+            assert last_event(repo, one)[2].startswith("redriven: SES outage")
+            refused = post(client, f"/emails/{accepted}/redrive", {"csrf_token": token, "reason": "x"})
+            assert refused.headers["location"].endswith("done=not-redriven")
+            assert status_of(repo, accepted) == "Sent"
+            preview = post(client, "/bulk/preview", {"csrf_token": token, "action": "redrive",
+                                                     "failed_within": "1d", "recipient_prefix": ""})  # fmt: skip
+            assert preview.status_code == 200 and "redrive: 2 emails" in preview.text.lower()
+            form = {
+                "csrf_token": token,
+                "action": "redrive",
+                "ids": re.search(r'name="ids" value="([\d,]+)"', preview.text).group(1),  # type: ignore[union-attr]
+                "issued": re.search(r'name="issued" value="(\d+)"', preview.text).group(1),  # type: ignore[union-attr]
+                "signature": re.search(r'name="signature" value="(\w+)"', preview.text).group(1),  # type: ignore[union-attr]
+                "reason": "INC-7",
+                "confirm": "yes",
+            }
+            assert form["ids"] == f"{two},{three}"
+            assert repo.redrive_failed(repo.get_row(three).notification_id, "bob", "first") == 1
+            applied = post(client, "/bulk/apply", form)
+            assert applied.status_code == 200
+            assert f"1 done, 1 skipped (not Failed, or SES accepted it or may have): {three}" in applied.text
+            assert status_of(repo, two) == "Pending" and last_event(repo, two)[0] == "alice (console)"
+    finally:
+        made.close()

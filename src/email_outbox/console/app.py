@@ -160,6 +160,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/emails/{attempt_id:int}/html", views.email_html),
         Route("/emails/{attempt_id:int}/requeue", views.requeue, methods=["POST"]),
         Route("/emails/{attempt_id:int}/resolve", views.resolve, methods=["POST"]),
+        Route("/emails/{attempt_id:int}/redrive", views.redrive, methods=["POST"]),
         Route("/bulk", views.bulk_form),
         Route("/bulk/preview", views.bulk_preview, methods=["POST"]),
         Route("/bulk/apply", views.bulk_apply, methods=["POST"]),

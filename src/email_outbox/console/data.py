@@ -18,8 +18,9 @@ from typing import Any
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import AccessDenied, DatabaseUnavailable, NotFound, TransientDatabaseError
-from email_outbox.models import DeliveryEvent, QueueHealth, Status
+from email_outbox.models import BreakerState, DeliveryEvent, QueueHealth, Status
 from email_outbox.schema.grants import CONSOLE_ACTIONS
+from email_outbox.ses import PROVIDER
 
 # An idle connection older than this is pinged before it is lent again.
 IDLE_CHECK_SECONDS = 30.0
@@ -65,6 +66,8 @@ class Overview:
     health: QueueHealth
     # Emails sent in each of the last 60 minutes, oldest first.
     sent_per_minute: list[int]
+    # The provider breaker every worker shares; None where this account may not read it.
+    provider: BreakerState | None = None
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,11 @@ class ConsoleReads:
             ago = int(row["ago"])
             if 0 <= ago < 60:
                 per_minute[59 - ago] = int(row["n"])
-        return Overview(health.now, counts, over_cap, health, per_minute)
+        try:
+            provider: BreakerState | None = self.repo.breaker_state(PROVIDER)
+        except (AccessDenied, NotFound):  # an account granted before the breaker existed
+            provider = None
+        return Overview(health.now, counts, over_cap, health, per_minute, provider)
 
     # --- lists --------------------------------------------------------------------------------------
     def list_status(self, status: Status, before_id: int | None, limit: int) -> Page:
@@ -277,6 +284,21 @@ class ConsoleReads:
             " WHERE status = 'UnknownOutcome' AND updated_at <= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
         )
         args: list[Any] = [int(older_than_seconds * 1_000_000)]
+        if recipient_prefix:
+            sql += f" AND to_address {LIKE_PREFIX}"
+            args.append(like_prefix(recipient_prefix))
+        sql += " ORDER BY id LIMIT %s"
+        args.append(cap + 1)
+        return [int(r["id"]) for r in self.select(sql, args)]
+
+    def failed_ids(self, within_seconds: float, recipient_prefix: str, cap: int) -> list[int]:
+        """The frozen list of a bulk redrive: rows that became Failed within the last `within_seconds`,
+        oldest first, at most `cap` + 1. Whether each may be redriven is the procedure's rule, at apply."""
+        sql = (
+            "SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id)"
+            " WHERE status = 'Failed' AND updated_at >= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+        )
+        args: list[Any] = [int(within_seconds * 1_000_000)]
         if recipient_prefix:
             sql += f" AND to_address {LIKE_PREFIX}"
             args.append(like_prefix(recipient_prefix))
@@ -387,6 +409,14 @@ class ConsoleReads:
         return self._retrying(
             lambda: self.repo.resolve_unknown_outcome(attempt_id, outcome, actor, reason, message_id)
         )
+
+    def redrive(self, attempt_id: int, actor: str, reason: str) -> int:
+        """email_redrive_failed for this email: 0 unless it is Failed and SES never accepted it."""
+        rows = self.select("SELECT notification_id FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
+        if not rows:
+            raise NotFound(f"no email with id {attempt_id}")
+        notification_id = str(rows[0]["notification_id"])
+        return self._retrying(lambda: self.repo.redrive_failed(notification_id, actor, reason))
 
     def _retrying(self, call: Any) -> int:
         # A deadlock rolls the call back whole; the call is guarded, so trying it again is safe.

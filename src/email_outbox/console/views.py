@@ -33,12 +33,22 @@ T = TypeVar("T")
 MAX_PAGE_SIZE = 200
 MAX_SEARCH_CHARS = 320
 MAX_REASON_CHARS = 2000
-ACTIONS = {"requeue": "Requeue", "resolve-Sent": "Resolve as Sent", "resolve-Failed": "Resolve as Failed"}
+ACTIONS = {
+    "requeue": "Requeue",
+    "resolve-Sent": "Resolve as Sent",
+    "resolve-Failed": "Resolve as Failed",
+    "redrive": "Redrive",
+}
+# What a bulk action works on, and what a skipped email no longer was.
+BULK_STATUS = {action: Status.UNKNOWN_OUTCOME for action in ACTIONS} | {"redrive": Status.FAILED}
 NOTICES = {
     "requeued": "Requeued: UnknownOutcome -> Pending. A worker will send it again.",
     "resolved-Sent": "Resolved as Sent.",
     "resolved-Failed": "Resolved as Failed.",
     "unchanged": "Nothing changed: the email is no longer UnknownOutcome (someone got there first).",
+    "redriven": "Redriven: Failed -> Pending with a fresh attempt budget. A worker will send it.",
+    "not-redriven": "Nothing changed: the email is not Failed, or SES accepted it or may have (a MessageId, an"
+    " accepting SES event, an earlier UnknownOutcome). A redrive never sends an email twice.",
 }
 
 
@@ -267,6 +277,22 @@ async def resolve(request: Request) -> Response:
     return _back(attempt_id, f"resolved-{outcome}" if affected else "unchanged")
 
 
+async def redrive(request: Request) -> Response:
+    refused = _refuse_read_only(request)
+    if refused:
+        return refused
+    attempt_id = int(request.path_params["attempt_id"])
+    form = await request.form()
+    try:
+        reason = _reason(form)
+        who = actor(request)
+        affected = await with_db(request, lambda r: r.redrive(attempt_id, who, reason))
+    except OutboxError as exc:
+        return problem(request, exc)
+    log.info("redriven by %s: email %s", who, attempt_id)
+    return _back(attempt_id, "redriven" if affected else "not-redriven")
+
+
 def _back(attempt_id: int, done: str) -> RedirectResponse:
     return RedirectResponse(f"/emails/{attempt_id}?done={done}", status_code=303)
 
@@ -300,10 +326,15 @@ async def bulk_preview(request: Request) -> Response:
             raise InvalidInput("choose an action")
         older_text = str(form.get("older_than") or "0s")
         older = parse_duration(older_text)
+        within_text = str(form.get("failed_within") or "1h")
+        within = parse_duration(within_text)
         prefix = str(form.get("recipient_prefix") or "").strip()
         if len(prefix) > MAX_SEARCH_CHARS:
             raise InvalidInput(f"the recipient prefix is limited to {MAX_SEARCH_CHARS} characters")
-        ids = await with_db(request, lambda r: r.unknown_outcome_ids(older, prefix, cap))
+        if action == "redrive":
+            ids = await with_db(request, lambda r: r.failed_ids(within, prefix, cap))
+        else:
+            ids = await with_db(request, lambda r: r.unknown_outcome_ids(older, prefix, cap))
     except OutboxError as exc:
         return problem(request, exc)
     capped = len(ids) > cap
@@ -321,8 +352,10 @@ async def bulk_preview(request: Request) -> Response:
         capped=capped,
         cap=cap,
         older_than=older_text,
+        failed_within=within_text,
         prefix=prefix,
         requeue_warning=REQUEUE_WARNING,
+        status=BULK_STATUS[action].value,
     )
 
 
@@ -355,6 +388,8 @@ async def bulk_apply(request: Request) -> Response:
             for attempt_id in ids:
                 if action == "requeue":
                     affected = r.requeue(attempt_id, who, reason)
+                elif action == "redrive":
+                    affected = r.redrive(attempt_id, who, reason)
                 else:
                     affected = r.resolve(attempt_id, action.split("-", 1)[1], who, reason, None)
                 results.append((attempt_id, bool(affected)))
@@ -369,5 +404,13 @@ async def bulk_apply(request: Request) -> Response:
     skipped = [i for i, ok in results if not ok]
     log.info("bulk %s by %s: %d done, %d skipped", action, who, len(done), len(skipped))
     return render(
-        request, "bulk_done.html", action_label=ACTIONS[action], done=done, skipped=skipped, total=len(ids)
+        request,
+        "bulk_done.html",
+        action_label=ACTIONS[action],
+        done=done,
+        skipped=skipped,
+        total=len(ids),
+        skipped_why="not Failed, or SES accepted it or may have"
+        if action == "redrive"
+        else "no longer UnknownOutcome",
     )
