@@ -1,10 +1,9 @@
 -- The provider breaker as every replica and operator sees it (docs/design.md, "Provider outages"):
--- one row, `provider`, `state` ('closed', 'open' or 'half_open'), `since` (when the provider was seen
--- down, or when it closed again; NULL if it never opened), `changed_at`, `changed_by` (the replica),
--- `last_error_code`, `last_error_message`, `last_failure_at`, `probe_at` (open: no probe before it;
--- half_open: the probe of `probe_by` holds until it), `probe_by`, `probes` (since it last opened),
--- `probe_due` (1 when a probe may be taken now) and `database_time`. A provider never seen down reads
--- as closed. Reads only.
+-- 'closed', 'open' or 'half_open'; a provider never seen down reads as closed. Reads only.
+-- `since` is when the provider was seen down (or closed again; NULL if it never opened); `probe_at`,
+-- while open, the time before which no probe goes; while half_open, the end of `probe_by`'s hold;
+-- `probe_due` is 1 when a probe may be taken now.
+-- Result: one row: provider, state, since, changed_at, changed_by, last_error_code, last_error_message, last_failure_at, probe_at, probe_by, probes, probe_due, database_time.
 CREATE PROCEDURE email_breaker_state(
   IN p_provider VARCHAR(64) CHARACTER SET utf8mb4
 )
