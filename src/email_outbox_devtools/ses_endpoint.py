@@ -1,12 +1,14 @@
 """A local SESv2-compatible HTTP endpoint: a real HTTP peer for boto3, with faults on demand.
 
-It implements SendEmail (POST /v2/email/outbound-emails), records every message it accepts in full (with
+It implements SendEmail (POST /v2/email/outbound-emails) and GetAccount (GET /v2/email/account), holds
+sends to the account's quota like SES (email_outbox_devtools.ses_quota), records every message it accepts in full (with
 its EmailTags, so tests count sends per outbox id), and injects faults by rule: latency, throttling,
 5xx, permanent rejection, account problems, a read timeout after accepting (the message counts as
 sent but the client never hears), and connection resets before or after accepting.
 
 Control, for tests in other processes: GET /_control/accepted, PUT /_control/faults (a JSON list of
-rules, replacing the current ones), POST /_control/reset, POST /_control/release (let held sends go).
+rules, replacing the current ones), POST /_control/reset, POST /_control/release (let held sends go),
+GET and PUT /_control/quota (the account quota, its throttled count; see ses_quota).
 
 An outage, in this process (SesEndpoint.outage): `"503"` answers every SendEmail 503
 ServiceUnavailable; `"refused"` stops listening and closes every idle connection, so a client's next
@@ -31,7 +33,10 @@ from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from email_outbox_devtools.ses_quota import AccountQuota
+
 SEND_EMAIL_PATH = "/v2/email/outbound-emails"
+GET_ACCOUNT_PATH = "/v2/email/account"
 
 FAULT_KINDS = (
     "latency",  # sleep `seconds`, then answer normally
@@ -96,6 +101,7 @@ class EndpointState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: threading.Event = field(default_factory=threading.Event)
     rng: random.Random = field(default_factory=lambda: random.Random(7))
+    quota: AccountQuota = field(default_factory=AccountQuota)
 
     def pick_rule(self, recipient: str) -> FaultRule | None:
         with self.lock:
@@ -132,6 +138,7 @@ class EndpointState:
         )
         with self.lock:
             self.accepted.append(message)
+        self.quota.accepted(message.accepted_at)
         return message
 
 
@@ -186,10 +193,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, payload)
         elif self.path == "/_control/health":
             self._json(200, {"ok": True, "requests": state.requests})
+        elif self.path == "/_control/quota":
+            self._json(200, state.quota.describe())
+        elif self.path == GET_ACCOUNT_PATH:
+            if "Authorization" not in self.headers:
+                self._error(403, "AccessDeniedException", "request is not signed")
+            elif state.quota.get_account == "deny":
+                self._error(403, "AccessDeniedException", "User is not authorized to perform: ses:GetAccount")
+            else:
+                self._json(200, state.quota.get_account_answer())
         else:
             self._error(404, "NotFoundException", f"no route {self.path}")
 
     def do_PUT(self) -> None:
+        if self.path == "/_control/quota":
+            self.server.state.quota.configure(json.loads(self._body() or b"{}"))
+            self._json(200, self.server.state.quota.describe())
+            return
         if self.path != "/_control/faults":
             self._error(404, "NotFoundException", f"no route {self.path}")
             return
@@ -204,6 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/_control/reset":
             with state.lock:
                 state.rules, state.accepted, state.requests, state.request_times = [], [], 0, []
+                state.quota = AccountQuota()
             state.released.clear()
             self._json(200, {"ok": True})
             return
@@ -227,6 +248,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "BadRequestException", "FromEmailAddress and a destination are required")
             return
         recipient = recipients[0]
+        refusal = state.quota.admit()
+        if refusal is not None:
+            self._error(429, "TooManyRequestsException", refusal)
+            return
         rule = state.pick_rule(recipient)
         kind = rule.kind if rule else None
         if kind == "latency" and rule:
@@ -351,6 +376,9 @@ class SesEndpoint:
         """SendEmail requests that reached the endpoint from `start` to `end` (time.time())."""
         with self.state.lock:
             return sum(1 for t in self.state.request_times if start <= t < end)
+    def set_quota(self, **settings: Any) -> None:
+        """max_send_rate, max_24_hour_send, sent_before, get_account ("allow" or "deny")."""
+        self.state.quota.configure(settings)
 
     def accepted(self) -> list[AcceptedMessage]:
         with self.state.lock:
@@ -375,8 +403,12 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=4579)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every send")
+    parser.add_argument("--max-send-rate", type=float, help="the account's sends per second (GetAccount)")
+    parser.add_argument("--max-24-hour-send", type=float, help="the account's sends per 24 hours")
     args = parser.parse_args()
     endpoint = SesEndpoint(args.port, args.host)
+    quota = {"max_send_rate": args.max_send_rate, "max_24_hour_send": args.max_24_hour_send}
+    endpoint.set_quota(**{k: v for k, v in quota.items() if v is not None})
     if args.latency:
         endpoint.set_faults(FaultRule("latency", seconds=args.latency))
     print(f"SES endpoint listening on {endpoint.url}", flush=True)

@@ -17,6 +17,7 @@ from typing import Any
 import mysql.connector
 
 from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.send_rate_calls import INITIAL_SEND_RATE_ROW
 from email_outbox_devtools.dbserver import PrivateServer
 from email_outbox_devtools.localdb import migrate_for_local_use
 
@@ -83,6 +84,10 @@ class TestServer:
             cur = conn.cursor()
             for table in TABLES:
                 cur.execute(f"TRUNCATE TABLE {table}")
+            # The account's shared send rate starts again from its first row: a test's quota, schedule
+            # or throttling cut never reaches the next test.
+            cur.execute("DELETE FROM email_send_rate")
+            cur.execute(INITIAL_SEND_RATE_ROW)
         finally:
             conn.close()
 

@@ -197,6 +197,9 @@ def test_throttling_counts_no_attempts_and_everything_is_sent(
     rows = repo.list_rows(Status.SENT, limit=40)
     assert all(r.attempt_count == 1 for r in rows), "a throttled try is not an attempt"
     assert "throttled by SES" in worker.log()
+    assert scalar(repo, "SELECT throttled_rate < pace_rate FROM email_send_rate") == 1, (
+        "the account's shared rate was cut for every replica"
+    )
 
 
 def test_5xx_then_success_retries_with_attempts_counted(

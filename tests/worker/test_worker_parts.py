@@ -462,9 +462,10 @@ def run_loop(config: WorkerConfig, repo: FakeRepository, slots: Slots, until: in
     """A claim loop on `repo`, each row delivered at once and its slot freed, until `until` rows."""
     stats, stopping = WorkerStats(), threading.Event()
     database = calls_on(repo)
-    reservations = Reservations(config, database, Finalizer(database, stats), stats, InlineExecutor())
+    pacer = Pacer(config, stats)
+    reservations = Reservations(config, database, Finalizer(database, stats), stats, InlineExecutor(), pacer)
     breaker = Breaker(config, database, stats, random.Random(0))
-    loop = ClaimLoop(config, database, slots, Pacer(config, stats), stats, stopping, reservations, breaker)
+    loop = ClaimLoop(config, database, slots, pacer, stats, stopping, reservations, breaker)
     delivered: list[Claim] = []
 
     def deliver(c: Claim) -> None:
@@ -565,7 +566,7 @@ def carrying_on(
     database = calls_on(repo)
     pacer = Pacer(config, stats)
     reservations = Reservations(
-        config, database, Finalizer(database, stats), stats, refill or InlineExecutor()
+        config, database, Finalizer(database, stats), stats, refill or InlineExecutor(), pacer
     )
     slots = Slots(config.concurrency, stats)
     breaker = Breaker(config, database, stats, random.Random(0))
@@ -701,3 +702,20 @@ def test_a_reserve_executor_already_shut_down_leaves_the_slot_carrying_on_and_no
     assert [c.id for c in taken if c] == [1, 2, 3, 4, 5], "each batch reserved on the slot instead"
     pacer.apply(Effect.PAUSE_REPLICA)
     assert loop.next_for_held_slot() is None, "giving back does not wait for a reserve that never ran"
+
+
+def test_a_slot_reserves_only_rows_it_has_rate_tokens_for_and_none_sits_unstarted() -> None:
+    """Issue 27, item 5: reservations were taken without rate tokens; when a slot then found none at
+    hand, the rows it had reserved were neither started nor given back, and sat for half a lease."""
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 6)])
+    loop, pacer, stats, _ = carrying_on(repo, concurrency=4, rate="0.001")  # one token, then none
+    for _ in range(10):
+        stats.record_send("accepted", 0.05)
+    first = loop.next_for_held_slot()
+    assert first is not None and first.id == 1
+    assert repo.calls == [("reserve", (1,))], "one token at hand: one row reserved, not a slot's batch"
+    assert loop.next_for_held_slot() is None, "no token: the slot goes idle"
+    assert len(loop._reservations) == 0 and len(repo.backlog) == 4, "nothing held without its token"
+    pacer.give_back(1)
+    nxt = loop.next_for_held_slot()
+    assert nxt is not None and nxt.id == 2, "a token back: the next row is reserved and started"

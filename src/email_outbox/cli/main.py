@@ -40,6 +40,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from email_outbox.logs import configure_logging
+    from email_outbox.ses.account import SesAccount
     from email_outbox.ses.sender import SesSender
     from email_outbox.worker import Worker
     from email_outbox.worker.config import load_config
@@ -55,7 +56,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     config = load_config(flags)
     configure_logging(config.log_format, logging.getLevelNamesMapping()[config.log_level.upper()])
     return_large_blocks_to_the_system()
-    worker = Worker(config, SesSender(config))
+    sender = SesSender(config)
+    worker = Worker(config, sender, account=SesAccount(sender.client))
     worker.install_signal_handlers()
     return worker.run()
 

@@ -67,6 +67,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         states = repo.provider_state_counts(DAY_SECONDS)
         suppressed = repo.count_suppressed_failures(DAY_SECONDS)
         breaker = repo.breaker_state(PROVIDER)
+        send_rate = repo.send_rate_status()
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
         print_json(
@@ -81,6 +82,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "provider_states_24h": states,
                 "suppressed_failures_24h": suppressed,
                 "provider_breaker": asdict(breaker),
+                "send_rate": asdict(send_rate) if send_rate else None,
             }
         )
         return EXIT_OK
@@ -103,6 +105,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"UnknownOutcome:          {unknown}{hint}")
     hint = "  (workers hold their sends: docs/operations.md, SES outage)" if breaker.down else ""
     print(f"provider state:          {visible(breaker.summary())}{hint}")
+    print(
+        f"SES account:             {send_rate.describe() if send_rate else 'no send rate row: run migrate'}"
+    )
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK

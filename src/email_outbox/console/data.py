@@ -17,7 +17,14 @@ from typing import Any
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
-from email_outbox.errors import AccessDenied, DatabaseUnavailable, NotFound, TransientDatabaseError
+from email_outbox.db.send_rate_calls import SendRateStatus
+from email_outbox.errors import (
+    AccessDenied,
+    DatabaseUnavailable,
+    NotFound,
+    OutboxError,
+    TransientDatabaseError,
+)
 from email_outbox.models import BreakerState, DeliveryEvent, QueueHealth, Status
 from email_outbox.schema.grants import CONSOLE_ACTIONS
 from email_outbox.ses import PROVIDER
@@ -68,6 +75,8 @@ class Overview:
     sent_per_minute: list[int]
     # The provider breaker every worker shares; None where this account may not read it.
     provider: BreakerState | None = None
+    # The SES account's shared send rate and daily quota (None: not readable by this account).
+    send_rate: SendRateStatus | None = None
 
 
 @dataclass(frozen=True)
@@ -232,7 +241,11 @@ class ConsoleReads:
             provider: BreakerState | None = self.repo.breaker_state(PROVIDER)
         except (AccessDenied, NotFound):  # an account granted before the breaker existed
             provider = None
-        return Overview(health.now, counts, over_cap, health, per_minute, provider)
+        try:
+            send_rate = self.repo.send_rate_status()
+        except OutboxError:  # an account granted before email_send_rate_status existed
+            send_rate = None
+        return Overview(health.now, counts, over_cap, health, per_minute, provider, send_rate)
 
     # --- lists --------------------------------------------------------------------------------------
     def list_status(self, status: Status, before_id: int | None, limit: int) -> Page:

@@ -19,6 +19,7 @@ import mysql.connector
 from email_outbox.db.connection import DRIVER_ERRORS, Connection, connect, first_ready, translate_error
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.provider_calls import ProviderEventCalls
+from email_outbox.db.send_rate_calls import SendRateCalls
 from email_outbox.errors import NotFound
 from email_outbox.models import (
     AllowedSender,
@@ -75,7 +76,7 @@ def _status(value: Any) -> Status | None:
     return None if value is None else Status(str(value))
 
 
-class OutboxRepository(ProviderEventCalls):
+class OutboxRepository(ProviderEventCalls, SendRateCalls):
     """The procedure contract over one connection. Not thread-safe: one per thread."""
 
     def __init__(self, connection: Connection) -> None:

@@ -44,6 +44,11 @@ WORKER_PROCEDURES = (
     "email_breaker_open",
     "email_breaker_try_probe",
     "email_breaker_close",
+    # The SES account's send rate and daily quota, shared by every replica.
+    "email_send_rate_take",
+    "email_send_rate_report",
+    "email_send_rate_throttled",
+    "email_send_rate_status",
 )
 
 # `email-outbox retention` and `erase` (a scheduler's account, or a DBA's): deletes old emails and
@@ -76,6 +81,8 @@ OPERATOR_PROCEDURES = (
     "email_redrive_failed",
     "email_redrive_failed_batch",
     "email_breaker_state",
+    # The send rate and daily quota of `status` and the console.
+    "email_send_rate_status",
 )
 
 # `email-outbox events`: records SES events, settles UnknownOutcome rows from their evidence, and
@@ -99,8 +106,14 @@ OPERATOR_TABLES = (
 )
 
 # A read-only look at the outbox (the web console's read-only page, dashboards): the operator's
-# tables, the two counting procedures and the provider breaker's state; no change of any kind.
-VIEWER_PROCEDURES = ("email_outbox_stats", "email_outbox_queue_stats", "email_breaker_state")
+# tables, the two counting procedures, the provider breaker's state and the account's send rate; no
+# change of any kind.
+VIEWER_PROCEDURES = (
+    "email_outbox_stats",
+    "email_outbox_queue_stats",
+    "email_breaker_state",
+    "email_send_rate_status",
+)
 
 # The web console that acts: what a viewer has, and the three actions its pages offer. Not the rest of
 # the operator's set (enqueue, the allow-list, suppression, purge): a console, or its DSN file, in the

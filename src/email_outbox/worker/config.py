@@ -43,7 +43,34 @@ class WorkerConfig:
     )
     max_send_rate: float | None = field(
         default=None,
-        metadata=_meta("MAX_SEND_RATE", float, "sends per second for this replica (default unlimited)"),
+        metadata=_meta(
+            "MAX_SEND_RATE",
+            float,
+            "a cap for this replica alone, under the account's shared rate (default none)",
+        ),
+    )
+    account_send_rate: float | None = field(
+        default=None,
+        metadata=_meta(
+            "ACCOUNT_SEND_RATE",
+            float,
+            "sends per second for the whole SES account, all replicas together; overrides GetAccount's"
+            " MaxSendRate (default: read from SES)",
+        ),
+    )
+    account_daily_quota: int | None = field(
+        default=None,
+        metadata=_meta(
+            "ACCOUNT_DAILY_QUOTA",
+            int,
+            "sends per 24 hours for the whole SES account; overrides GetAccount's Max24HourSend",
+        ),
+    )
+    account_refresh_seconds: int = field(
+        default=60,
+        metadata=_meta(
+            "ACCOUNT_REFRESH_SECONDS", int, "how often one replica reads GetAccount again for all, seconds"
+        ),
     )
     retry_base_seconds: float = field(
         default=5.0,
@@ -245,6 +272,15 @@ def validate(c: WorkerConfig) -> None:
     _check(1 <= c.batch_size <= 10000, f"{env_name('batch_size')} must be 1 to 10000 (got {c.batch_size})")
     _check(0 < c.poll_interval <= 3600, f"{env_name('poll_interval')} must be above 0 and at most 3600")
     _check(c.max_send_rate is None or c.max_send_rate > 0, f"{env_name('max_send_rate')} must be above 0")
+    _check(
+        c.account_send_rate is None or 0 < c.account_send_rate <= 1000000,
+        f"{env_name('account_send_rate')} must be above 0 and at most 1000000",
+    )
+    _check(
+        c.account_daily_quota is None or 0 <= c.account_daily_quota <= 10**12,
+        f"{env_name('account_daily_quota')} must be 0 to 1000000000000",
+    )
+    _check(1 <= c.account_refresh_seconds <= 3600, f"{env_name('account_refresh_seconds')} must be 1 to 3600")
     _check(c.retry_base_seconds > 0, f"{env_name('retry_base_seconds')} must be above 0")
     _check(
         c.retry_base_seconds <= c.retry_max_seconds <= 604800,

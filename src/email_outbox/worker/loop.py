@@ -112,8 +112,9 @@ class ClaimLoop:
         to this loop's thread and back. Only while the provider is slow: with fast sends the slot goes
         back and the loop's next claim serves several freed slots in one CALL, and reservations still
         held are given back. None when the slot should go idle (fast provider, stopping, paused, the
-        provider breaker not closed, no rate token at hand, nothing due, or the database did not
-        answer)."""
+        provider breaker not closed, no reservation held and no rate token at hand to reserve with,
+        nothing due, or the database did not answer). A held reservation was paid for with its rate
+        token when reserved."""
         if (
             not self._provider_is_slow()
             or self._stopping.is_set()
@@ -125,15 +126,7 @@ class ClaimLoop:
                     "not carrying on: sends are fast, or stopping, or paused, or the provider is down"
                 )
             return None
-        if not self._pacer.token_at_hand():
-            return None
-        claim = None
-        try:
-            claim = self._reservations.take()
-        finally:
-            if claim is None:  # nothing due, or the reserve failed: the token goes back
-                self._pacer.give_back(1)
-        return claim
+        return self._reservations.take()
 
     def _provider_is_slow(self) -> bool:
         with self._stats.lock:

@@ -31,6 +31,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from email_outbox.db.repository import OutboxRepository
+from email_outbox.db.send_rate_calls import PAUSED_DAILY_QUOTA, RateSlice
 from email_outbox.errors import OutboxError
 from email_outbox.models import Status, StatusCount
 from email_outbox.worker.stats import Distribution, WorkerStats
@@ -78,6 +79,7 @@ class WorkerCollector(Collector):
             throttles, pauses, in_flight = s.throttle_events, s.pause_events, s.in_flight
             last_db, last_loop = s.last_db_success, s.last_loop
             breaker, breaker_state, down_since = dict(s.breaker), s.breaker_state, s.breaker_down_since
+            send_rate = s.send_rate
 
         yield _labelled(
             CounterMetricFamily,
@@ -150,6 +152,8 @@ class WorkerCollector(Collector):
             value=now - last_loop if last_loop else float("inf"),
         )
 
+        if send_rate is not None:
+            yield from _send_rate_metrics(send_rate)
         snapshot = self.queue()
         if snapshot.sampled_at:
             depth = GaugeMetricFamily(
@@ -173,6 +177,37 @@ class WorkerCollector(Collector):
         info = GaugeMetricFamily("email_outbox_worker_info", "This replica", labels=["worker_id"])
         info.add_metric([self.worker_id], 1)
         yield info
+
+
+def _send_rate_metrics(r: RateSlice) -> Iterator[Metric]:
+    """The account's shared rate and daily quota as this replica last heard them from the database."""
+    rate = GaugeMetricFamily(
+        "email_outbox_send_rate",
+        "Sends per second in force for the whole SES account, all replicas together (after a throttling"
+        " cut, while it grows back), by source of the account's rate: ses, override or default",
+        labels=["source"],
+    )
+    rate.add_metric([r.rate_source], r.rate)
+    yield rate
+    account = GaugeMetricFamily(
+        "email_outbox_account_send_rate", "The SES account's maximum send rate", labels=["source"]
+    )
+    account.add_metric([r.rate_source], r.account_rate)
+    yield account
+    yield GaugeMetricFamily(
+        "email_outbox_daily_sent",
+        "Sends counted against the daily quota (SES's SentLast24Hours plus what was handed out since)",
+        value=r.daily_used,
+    )
+    if r.daily_quota is not None:
+        yield GaugeMetricFamily(
+            "email_outbox_daily_quota", "The SES account's Max24HourSend", value=r.daily_quota
+        )
+    paused = GaugeMetricFamily(
+        "email_outbox_paused", "1 while sending is paused for this reason", labels=["reason"]
+    )
+    paused.add_metric([PAUSED_DAILY_QUOTA], 1 if r.paused == PAUSED_DAILY_QUOTA else 0)
+    yield paused
 
 
 def _labelled(kind: Any, name: str, doc: str, label: str, values: dict[str, int]) -> Metric:

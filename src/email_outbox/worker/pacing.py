@@ -1,5 +1,6 @@
-"""How fast this replica sends: the token bucket that throttling slows down and successes restore,
-and the pauses after an account problem or with the provider switched off."""
+"""How fast this replica sends: its share of the account's rate (SharedRate, through the database),
+under its own optional cap (a local token bucket), and the pauses after an account problem or with the
+provider switched off."""
 
 from __future__ import annotations
 
@@ -9,26 +10,44 @@ import time
 from email_outbox.worker.actions import Effect
 from email_outbox.worker.config import WorkerConfig
 from email_outbox.worker.ratelimit import TokenBucket
+from email_outbox.worker.shared_rate import SharedRate
 from email_outbox.worker.stats import WorkerStats
 
 
 class Pacer:
-    def __init__(self, config: WorkerConfig, stats: WorkerStats) -> None:
+    def __init__(self, config: WorkerConfig, stats: WorkerStats, shared: SharedRate | None = None) -> None:
+        """`shared` None: this replica's own cap alone (parts tested without a database)."""
         self.bucket = TokenBucket(config.max_send_rate)
+        self.shared = shared
         self._config = config
         self._stats = stats
         self._paused_until = 0.0
 
     def tokens(self, wanted: int, stopping: threading.Event) -> int:
-        """Rate tokens for up to `wanted` sends, taken before the claim: a claimed row never waits here."""
-        return self.bucket.acquire_up_to(wanted, stopping)
+        """Rate tokens for up to `wanted` sends, taken before the claim: a claimed row never waits here.
+        0 when stopping, or paused by the daily quota for now."""
+        own = self.bucket.acquire_up_to(wanted, stopping)
+        if self.shared is None or own == 0:
+            return own
+        taken = self.shared.take(own, stopping)
+        self.bucket.give_back(own - taken)
+        return taken
 
-    def token_at_hand(self) -> bool:
-        """Take one rate token if there is one now; never waits."""
-        return self.bucket.try_acquire() == 0.0
+    def tokens_at_hand(self, wanted: int) -> int:
+        """Up to `wanted` rate tokens there now; never waits."""
+        own = 0
+        while own < wanted and self.bucket.try_acquire() == 0.0:
+            own += 1
+        if self.shared is None or own == 0:
+            return own
+        taken = self.shared.take_at_hand(own)
+        self.bucket.give_back(own - taken)
+        return taken
 
     def give_back(self, unused: int) -> None:
         self.bucket.give_back(unused)
+        if self.shared is not None:
+            self.shared.give_back(unused)
 
     def pause_remaining(self) -> float:
         return self._paused_until - time.monotonic()
@@ -39,7 +58,10 @@ class Pacer:
         elif effect is Effect.SLOW_DOWN:
             with self._stats.lock:
                 self._stats.throttle_events += 1
-            self.bucket.slow_down(self._observed_rate())
+            if self.shared is not None:
+                self.shared.throttled()
+            else:
+                self.bucket.slow_down(self._observed_rate())
         elif effect is Effect.PAUSE_REPLICA:
             with self._stats.lock:
                 self._stats.pause_events += 1

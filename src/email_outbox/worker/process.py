@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import OutboxError
+from email_outbox.ses.account import AccountQuota, AccountReader, SesAccount
 from email_outbox.worker.actions import DelayPolicy
 from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.budget import ByteBudget
@@ -31,6 +32,7 @@ from email_outbox.worker.loop import ClaimLoop
 from email_outbox.worker.pacing import Pacer
 from email_outbox.worker.progress import ProgressLine
 from email_outbox.worker.reservations import Reservations
+from email_outbox.worker.shared_rate import SharedRate
 from email_outbox.worker.slots import Slots
 from email_outbox.worker.startup import REQUIRED_PROCEDURES, check_schema, start_metrics, wait_for_database
 from email_outbox.worker.stats import WorkerStats
@@ -51,7 +53,10 @@ class Worker:
         *,
         repository_factory: Callable[[], OutboxRepository] | None = None,
         rng: random.Random | None = None,
+        account: AccountReader | None = None,
     ) -> None:
+        """`account` reads the SES account's quota (default: GetAccount with the sending client's
+        conventions)."""
         self.config = config
         self.stats = WorkerStats()
         self.stopping = threading.Event()
@@ -65,11 +70,14 @@ class Worker:
             give_up=lambda: self._signals >= 2,
         )
         self.slots = Slots(config.concurrency, self.stats)
-        self.pacer = Pacer(config, self.stats)
+        self.shared_rate = SharedRate(config, self.database, self.stats, account or _LazyAccount(config))
+        self.pacer = Pacer(config, self.stats, self.shared_rate)
         self.breaker = Breaker(config, self.database, self.stats, rng)
         finalizer = Finalizer(self.database, self.stats)
         self._reserver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reserve")
-        self.reservations = Reservations(config, self.database, finalizer, self.stats, self._reserver)
+        self.reservations = Reservations(
+            config, self.database, finalizer, self.stats, self._reserver, self.pacer
+        )
         self.delivery = Delivery(
             sender,
             self.database,
@@ -122,6 +130,7 @@ class Worker:
         if self.stopping.is_set():
             return 0
         check_schema(self.database, config)
+        self.shared_rate.refresh_account()
         log.info(
             "worker started",
             extra={
@@ -186,3 +195,16 @@ class Worker:
         self._reserver.shutdown(wait=True)
         self.reservations.release_all("shutting down")
         self.database.drop()
+
+
+class _LazyAccount:
+    """GetAccount through a client made on first use (a Worker built for a test never makes one)."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self._config = config
+        self._reader: SesAccount | None = None
+
+    def read(self) -> AccountQuota:
+        if self._reader is None:
+            self._reader = SesAccount.for_config(self._config)
+        return self._reader.read()

@@ -7,6 +7,10 @@ one claim for several rows instead of one per row; when only a few are left, the
 off the send path, on a thread of its own, so a slot seldom waits for a claim. A reservation is never
 sent without a start mark, and one that expires unstarted goes back to where it was claimed from
 (email_reserve_batch), so a crash leaves no more rows ambiguous than the slots that were sending.
+
+A reservation is held only with its send-rate token: a batch is as large as the tokens at hand, so a
+held reservation never waits for the rate limiter (it did: reserved without tokens, then left unstarted
+for half a lease when a slot found none at hand), and the tokens of one given back go back too.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import Executor
+from typing import Protocol
 
 from email_outbox import failpoints
 from email_outbox.errors import DatabaseUnavailable, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.models import ClaimedEmail
 from email_outbox.worker.claim import Claim
 from email_outbox.worker.config import WorkerConfig
 from email_outbox.worker.database import DatabaseCalls
@@ -37,6 +43,14 @@ FRESH_SHARE = 0.5
 REFILL_AT_SHARE = 0.25
 
 
+class RateTokens(Protocol):
+    """What reservations need of the pacer (email_outbox.worker.pacing.Pacer)."""
+
+    def tokens_at_hand(self, wanted: int) -> int: ...
+
+    def give_back(self, unused: int) -> None: ...
+
+
 class Reservations:
     def __init__(
         self,
@@ -45,8 +59,10 @@ class Reservations:
         finalizer: Finalizer,
         stats: WorkerStats,
         refill: Executor,
+        tokens: RateTokens,
     ) -> None:
-        """`refill` runs the background reserves (one at a time)."""
+        """`refill` runs the background reserves (one at a time); `tokens` pays for each reservation."""
+        self._tokens = tokens
         self._config = config
         self._database = database
         self._finalizer = finalizer
@@ -82,7 +98,7 @@ class Reservations:
                     self._refilling = False
                     self._changed.notify_all()
         if stale:
-            self._finalizer.release_all(stale, "reservation too old to start")
+            self._give_back(stale, "reservation too old to start")
         return claim
 
     def release_all(self, reason: str) -> None:
@@ -92,6 +108,12 @@ class Reservations:
             self._changed.wait_for(lambda: not self._refilling)
             claims = list(self._held)
             self._held.clear()
+        self._give_back(claims, reason)
+
+    def _give_back(self, claims: list[Claim], reason: str) -> None:
+        """Release reservations unsent, and their rate tokens."""
+        if claims:
+            self._tokens.give_back(len(claims))
         self._finalizer.release_all(claims, reason)
 
     def _reserve_in_background(self) -> None:
@@ -114,23 +136,27 @@ class Reservations:
         return None
 
     def _reserve(self) -> list[Claim]:
+        """As many rows as there are rate tokens at hand, up to a slot each; the tokens of rows not
+        found come back."""
         config = self._config
+        paid = self._tokens.tokens_at_hand(config.concurrency)
+        if paid == 0:
+            return []
         token = uuid.uuid4().hex
         deadline = time.monotonic() + config.lease_seconds
+        emails: list[ClaimedEmail] = []
         try:
             emails = self._database.call(
                 "email_reserve_batch",
                 lambda r: r.reserve_batch(
-                    token,
-                    config.worker_id,
-                    config.lease_seconds,
-                    config.concurrency,
-                    config.inline_body_bytes,
+                    token, config.worker_id, config.lease_seconds, paid, config.inline_body_bytes
                 ),
             )
         except (DatabaseUnavailable, TransientDatabaseError, SchemaNotInstalled) as exc:
             log.warning("reserving failed; the slot goes back to the claim loop", extra={"error": str(exc)})
             return []
+        finally:
+            self._tokens.give_back(paid - len(emails))
         self._stats.record_claim(len(emails))
         if emails:
             failpoints.hit("after_claim")

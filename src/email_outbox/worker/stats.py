@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from email_outbox.db.send_rate_calls import RateSlice
+
 SEND_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 CLAIM_SIZE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -67,6 +69,8 @@ class WorkerStats:
     throttle_events: int = 0
     pause_events: int = 0
     in_flight: int = 0
+    # The last answer of email_send_rate_take: the account's rate in force, its source, the day's use.
+    send_rate: RateSlice | None = None
     last_db_success: float = 0.0
     last_loop: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
