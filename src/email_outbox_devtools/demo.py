@@ -43,6 +43,8 @@ INVOICE = Message(
     attachments=[Attachment("invoice-1001.pdf", "application/pdf", b"%PDF-1.4 demo invoice 1001")],
 )
 REPLICAS = 3
+# The local account's maximum send rate: high enough for a quick demo, low enough that sharing it shows.
+ACCOUNT_SEND_RATE = 100
 REJECT_EVERY = 25
 
 
@@ -65,7 +67,12 @@ def main() -> int:
         for line in migrate_for_local_use(dsn).lines()[-1:]:
             print(f"  {line}")
         endpoint.start()
-        print(f"local SES endpoint on {endpoint.url}", flush=True)
+        endpoint.set_quota(max_send_rate=ACCOUNT_SEND_RATE, max_24_hour_send=50000)
+        print(
+            f"local SES endpoint on {endpoint.url}; the account may send {ACCOUNT_SEND_RATE}/s and 50,000 a day"
+            " (GetAccount), and the replicas share that rate through the database",
+            flush=True,
+        )
 
         repo = OutboxRepository.open(dsn)
         for i in range(EMAILS):
