@@ -7,7 +7,8 @@
 -- reads GetAccount now and reports it with email_send_rate_report; one replica per p_refresh_seconds).
 -- A slice is at most 0.25 s of the rate, and the schedule is handed out at most 1 s ahead of now, so a
 -- replica that crashes holding a slice costs the account at most that much of its rate, never more
--- sends than the rate; nothing has to be given back. p_unused: sends of earlier slices this replica let
+-- sends than the rate; nothing has to be given back. start_in_seconds is negative (down to -0.25) when
+-- the schedule had fallen behind: those sends are due at once. p_unused: sends of earlier slices this replica let
 -- go unused, taken off the day's count. Commits its own transaction: call it with autocommit on.
 CREATE PROCEDURE email_send_rate_take(
   IN p_worker TEXT CHARACTER SET utf8mb4,
@@ -60,7 +61,9 @@ BEGIN
   END IF;
   CALL email_internal_send_rate_state(v_now, v_rate, v_used, v_paused);
   IF v_paused IS NULL THEN
-    SET v_start = GREATEST(v_next, v_now);
+    -- A schedule left idle restarts a quarter of a second back: a replica that fell behind for a
+    -- moment catches up with a burst of at most that much, well within the second SES tolerates.
+    SET v_start = GREATEST(v_next, v_now - INTERVAL 250000 MICROSECOND);
     SET v_ahead = TIMESTAMPDIFF(MICROSECOND, v_now, v_start) / 1e6;
     IF v_ahead > 1.0 THEN
       SET v_wait = v_ahead - 1.0;

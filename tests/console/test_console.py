@@ -945,3 +945,16 @@ def test_redrive_on_a_failed_email_and_in_bulk(
             assert status_of(repo, two) == "Pending" and last_event(repo, two)[0] == "alice (console)"
     finally:
         made.close()
+
+
+def test_overview_shows_the_accounts_send_rate_its_source_and_the_daily_quota_pause(
+    client: TestClient, repo: OutboxRepository
+) -> None:
+    assert repo.send_rate_report("w-1", 40.0, "override", 38.0, 10, "ses", 10) == 1
+    fragment = client.get("/fragments/overview").text
+    cell = re.search(r'<td id="send-rate" class="(\w*)">([^<]*)</td>', fragment)
+    assert cell is not None
+    assert cell.group(1) == "warn"
+    assert cell.group(2) == (
+        "send rate 38/s, account 40/s (override); sent in 24 h 10 of 10 (ses); paused: daily quota"
+    )

@@ -24,25 +24,31 @@ def test_slices_follow_one_schedule_at_the_paced_rate_whoever_takes_them(
 ) -> None:
     other: OutboxRepository = open_repo()  # type: ignore[operator]
     report(repo, rate=40.0)
-    now = db_now(repo)
+    now = db_now(repo) + timedelta(seconds=10)  # the schedule idle since the row was made
     set_clock(repo, now)
     set_clock(other, now)
+    repo.send_rate_take("w-a", 100, 0, 60)  # the quarter of a second an idle schedule keeps
     a = repo.send_rate_take("w-a", 100, 0, 60)
     b = other.send_rate_take("w-b", 100, 0, 60)
     assert a.rate == pytest.approx(38.0) and a.rate_source == "ses"
     assert a.granted == 9, "a slice is a quarter of a second of the paced rate"
-    assert a.start_in_seconds == pytest.approx(0.0)
+    assert a.start_in_seconds == pytest.approx(9 / 38.0 - 0.25, abs=1e-5)
     assert a.interval_seconds == pytest.approx(1 / 38.0)
-    assert b.start_in_seconds == pytest.approx(9 / 38.0, abs=1e-5), (
+    assert b.start_in_seconds == pytest.approx(18 / 38.0 - 0.25, abs=1e-5), (
         "the next slice starts where the first ends"
     )
     # The schedule is handed out at most one second ahead: then a replica is told to wait.
     answers = [repo.send_rate_take("w-a", 100, 0, 60) for _ in range(4)]
     assert [x.granted for x in answers] == [9, 9, 9, 0]
-    assert answers[3].wait_seconds == pytest.approx(45 / 38.0 - 1, abs=1e-5) and answers[3].daily_used == 45
+    assert (
+        answers[3].wait_seconds == pytest.approx(54 / 38.0 - 0.25 - 1, abs=1e-5)
+        and answers[3].daily_used == 54
+    )
     set_clock(repo, now + timedelta(seconds=5))
     late = repo.send_rate_take("w-a", 2, 0, 60)
-    assert late.granted == 2 and late.start_in_seconds == 0, "an idle schedule starts now, no burst kept"
+    assert late.granted == 2 and late.start_in_seconds == pytest.approx(-0.25), (
+        "an idle schedule restarts a quarter of a second back, no more burst kept"
+    )
 
 
 def test_the_daily_quota_stops_the_slices_until_a_report_shows_room(repo: OutboxRepository) -> None:

@@ -95,6 +95,13 @@ def test_counters_match_what_happened(
     parts = sum(v for (name, _), v in samples.items() if name == "email_outbox_finalize_total")
     assert metric(samples, "email_outbox_finalize_group_size_sum") == parts, "each part in one call"
     assert metric(samples, "email_outbox_in_flight") == 0
+    # The account's shared rate, as GetAccount gave it (the local endpoint's default quota), paced at 95%
+    # and cut by the throttles; the day's use and no pause.
+    assert metric(samples, "email_outbox_account_send_rate", source="ses") == 10000
+    assert 0 < metric(samples, "email_outbox_send_rate", source="ses") <= 9500
+    assert metric(samples, "email_outbox_daily_quota") == 10_000_000
+    assert metric(samples, "email_outbox_daily_sent") > 0
+    assert metric(samples, "email_outbox_paused", reason="daily quota") == 0
     # The gauge shows the live queue only: its cost follows the backlog, not the history.
     assert {labels for name, labels in samples if name == "email_outbox_queue_depth"} == {
         (("status", s),) for s in ("Pending", "Retrying", "Processing")
