@@ -1,11 +1,11 @@
--- Worker: what the SES account allows, as this replica just read it from GetAccount (or its
--- operator's override, or the conservative default when GetAccount was refused), for every replica:
--- account_rate (MaxSendRate, sends/s) and rate_source (ses, override or default); pace_rate, what the
--- shared schedule is handed out at (a little under account_rate, at most it); daily_quota
--- (Max24HourSend; NULL: no daily limit) and daily_source; sent_last_24h (SentLast24Hours; NULL when
--- unknown). A known SentLast24Hours restarts the day's count from it; an unknown one keeps counting what
--- was handed out, from zero again once that count is a day old. Commits its own transaction. Result:
--- affected (1).
+-- Worker: what the SES account allows, as this replica just read it from GetAccount (or its operator's
+-- override, or the conservative default when GetAccount was refused), for every replica: account_rate
+-- (MaxSendRate, sends/s) and rate_source (ses, override or default); pace_rate, what the shared
+-- schedule is handed out at (a little under account_rate, at most it); daily_quota (Max24HourSend;
+-- NULL: no daily limit) and daily_source; sent_last_24h (SentLast24Hours; NULL when unknown). A known
+-- SentLast24Hours restarts the day's count from it; an unknown one keeps counting what was handed out,
+-- from zero again once that count is a day old. Commits its own transaction.
+-- Result: affected (1).
 CREATE PROCEDURE email_send_rate_report(
   IN p_reported_by TEXT CHARACTER SET utf8mb4,
   IN p_account_rate DOUBLE,
@@ -22,21 +22,21 @@ BEGIN
   DECLARE v_day_old DATETIME(6) DEFAULT UTC_TIMESTAMP(6) - INTERVAL 1 DAY;
   CALL email_internal_check_name('email_send_rate_report', 'reported_by', p_reported_by, 191);
   IF p_account_rate IS NULL OR NOT p_account_rate > 0 OR p_account_rate > 1000000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_send_rate_report: account_rate must be above 0 and at most 1000000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_report: account_rate must be above 0 and at most 1000000';
   END IF;
   IF p_pace_rate IS NULL OR NOT p_pace_rate > 0 OR p_pace_rate > p_account_rate THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_send_rate_report: pace_rate must be above 0 and at most account_rate';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_report: pace_rate must be above 0 and at most account_rate';
   END IF;
   IF p_rate_source IS NULL OR p_rate_source NOT IN ('ses', 'override', 'default') THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_send_rate_report: rate_source must be ses, override or default';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_report: rate_source must be ses, override or default';
   END IF;
   IF p_daily_quota IS NOT NULL AND (p_daily_quota < 0 OR p_daily_source IS NULL
                                     OR p_daily_source NOT IN ('ses', 'override', 'default')) THEN
     SIGNAL SQLSTATE '45000'
-      SET MESSAGE_TEXT = 'email_send_rate_report: daily_quota must be 0 or more, with daily_source ses, override or default';
+      SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_report: daily_quota must be 0 or more, with daily_source ses, override or default';
   END IF;
   IF p_sent_last_24h IS NOT NULL AND p_sent_last_24h < 0 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_send_rate_report: sent_last_24h must be 0 or more';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_report: sent_last_24h must be 0 or more';
   END IF;
   -- counted_since is assigned last: MySQL assigns left to right, and the lines above read its old value.
   UPDATE email_send_rate

@@ -1,8 +1,9 @@
 -- The SES account's send rate and daily quota as every replica shares them, for `status`, the console
--- and /metrics. One row: rate (in force now), account_rate, rate_source (ses, override or default),
+-- and /metrics.
+-- Result: one row: rate (in force now), account_rate, rate_source (ses, override or default),
 -- pace_rate, recovering (1: cut after SES throttled, growing back), daily_quota (NULL: none),
 -- daily_source, daily_used, paused ('daily quota' or NULL), reported_at, reported_by (the last
--- GetAccount read and who made it). No row before `email-outbox migrate`.
+-- GetAccount read and who made it); no row before `email-outbox migrate`.
 CREATE PROCEDURE email_send_rate_status()
 READS SQL DATA
 SQL SECURITY DEFINER

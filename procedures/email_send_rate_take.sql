@@ -1,15 +1,15 @@
 -- Worker: take the next slice of the SES account's send schedule, shared by every replica of this
--- database, so that all of them together send at the account's rate however many run. One row:
--- granted (sends this replica may make, 0 to p_wanted), start_in_seconds (the first may go that long
--- from now; the others follow interval_seconds apart), interval_seconds, wait_seconds (granted 0: ask
--- again after this long), rate (in force), account_rate, rate_source (ses, override or default),
--- daily_quota (NULL: none), daily_used, paused ('daily quota' or NULL), refresh_due (1: this replica
--- reads GetAccount now and reports it with email_send_rate_report; one replica per p_refresh_seconds).
--- A slice is at most 0.25 s of the rate, and the schedule is handed out at most 1 s ahead of now, so a
--- replica that crashes holding a slice costs the account at most that much of its rate, never more
--- sends than the rate; nothing has to be given back. start_in_seconds is negative (down to -0.25) when
--- the schedule had fallen behind: those sends are due at once. p_unused: sends of earlier slices this replica let
--- go unused, taken off the day's count. Commits its own transaction: call it with autocommit on.
+-- database, so that all of them together send at the account's rate however many run. A slice is at
+-- most 0.25 s of the rate, starts at most 1 s from now, and a schedule left idle restarts 0.25 s back
+-- (start_in_seconds down to -0.25: those sends are due at once); a replica that crashes holding a
+-- slice costs the account at most that much of its rate, never more sends than the rate, and nothing
+-- has to be given back. p_unused: sends of earlier slices this replica let lapse, taken off the day's
+-- count. Commits its own transaction: call it with autocommit on.
+-- Result: one row: granted (0 to p_wanted), start_in_seconds (the first may go that long from now),
+-- interval_seconds (the others follow this far apart), wait_seconds (granted 0: ask again after this
+-- long), rate (in force), account_rate, rate_source (ses, override or default), daily_quota (NULL:
+-- none), daily_used, paused ('daily quota' or NULL), refresh_due (1: this caller reads GetAccount now
+-- and reports it with email_send_rate_report; one caller per p_refresh_seconds).
 CREATE PROCEDURE email_send_rate_take(
   IN p_worker TEXT CHARACTER SET utf8mb4,
   IN p_wanted INT,
@@ -39,13 +39,13 @@ BEGIN
   END;
   CALL email_internal_check_name('email_send_rate_take', 'worker', p_worker, 191);
   IF p_wanted IS NULL OR p_wanted < 1 OR p_wanted > 10000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_send_rate_take: wanted must be 1 to 10000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_take: wanted must be 1 to 10000';
   END IF;
   IF p_unused IS NULL OR p_unused < 0 OR p_unused > 1000000 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_send_rate_take: unused must be 0 to 1000000';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_take: unused must be 0 to 1000000';
   END IF;
   IF p_refresh_seconds IS NULL OR p_refresh_seconds < 1 OR p_refresh_seconds > 86400 THEN
-    SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'email_send_rate_take: refresh_seconds must be 1 to 86400';
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_take: refresh_seconds must be 1 to 86400';
   END IF;
   START TRANSACTION;
   SELECT next_slice_at, reported_at, refresh_taken_at, daily_quota
@@ -53,7 +53,7 @@ BEGIN
     FROM email_send_rate WHERE id = 1 FOR UPDATE;
   IF v_next IS NULL THEN
     SIGNAL SQLSTATE '45000'
-      SET MESSAGE_TEXT = 'email_send_rate_take: email_send_rate has no row; run email-outbox migrate';
+      SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_send_rate_take: email_send_rate has no row; run email-outbox migrate';
   END IF;
   IF p_unused > 0 THEN
     UPDATE email_send_rate SET granted_since_report = GREATEST(0, granted_since_report - p_unused)

@@ -376,6 +376,7 @@ class SesEndpoint:
         """SendEmail requests that reached the endpoint from `start` to `end` (time.time())."""
         with self.state.lock:
             return sum(1 for t in self.state.request_times if start <= t < end)
+
     def set_quota(self, **settings: Any) -> None:
         """max_send_rate, max_24_hour_send, sent_before, get_account ("allow" or "deny")."""
         self.state.quota.configure(settings)
