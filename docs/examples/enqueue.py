@@ -30,19 +30,25 @@ def enqueue_receipt(connection: Any, order_id: int, pdf: bytes) -> tuple[int, in
         cursor = connection.cursor()
         cursor.execute("UPDATE orders SET state = 'paid' WHERE id = %s", (order_id,))
         cursor.close()
-        result = enqueue_message(connection, f"order-{order_id}:receipt", Message(
-            sender="Shop <shop@example.com>",
-            to=["Ann Lee <ann@example.com>"],
-            cc=["accounts@example.com"],
-            reply_to=["Support <help@example.com>"],
-            subject=f"Your receipt for order {order_id} 🧾",
-            text="Thank you for your order. The receipt is attached.",
-            html="<p>Thank you for your order. The receipt is attached.</p>",
-            headers={"List-Unsubscribe": "<https://example.com/unsubscribe/ann>",
-                     "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"},
-            tags={"kind": "receipt"},
-            attachments=[Attachment(f"receipt-{order_id}.pdf", "application/pdf", pdf)],
-        ))
+        result = enqueue_message(
+            connection,
+            f"order-{order_id}:receipt",
+            Message(
+                sender="Shop <shop@example.com>",
+                to=["Ann Lee <ann@example.com>"],
+                cc=["accounts@example.com"],
+                reply_to=["Support <help@example.com>"],
+                subject=f"Your receipt for order {order_id} 🧾",
+                text="Thank you for your order. The receipt is attached.",
+                html="<p>Thank you for your order. The receipt is attached.</p>",
+                headers={
+                    "List-Unsubscribe": "<https://example.com/unsubscribe/ann>",
+                    "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+                },
+                tags={"kind": "receipt"},
+                attachments=[Attachment(f"receipt-{order_id}.pdf", "application/pdf", pdf)],
+            ),
+        )
         connection.commit()
     except mysql.connector.Error as exc:
         connection.rollback()
@@ -55,11 +61,15 @@ def enqueue_receipt(connection: Any, order_id: int, pdf: bytes) -> tuple[int, in
         connection.rollback()
         raise
     return result.affected, result.attempt_id  # affected 0: already enqueued, attempt_id is that row
+
+
 # docs:end
 
 
 # docs:start dbapi
-SENDER_NOT_ALLOWED = 45005  # the refusal number for a sender not on the allow-list (docs/procedures.md, Errors)
+SENDER_NOT_ALLOWED = (
+    45005  # the refusal number for a sender not on the allow-list (docs/procedures.md, Errors)
+)
 
 
 class SenderRefused(Exception):
@@ -68,20 +78,30 @@ class SenderRefused(Exception):
 
 def enqueue_receipt_dbapi(connection: Any, order_id: int, pdf: bytes) -> tuple[int, int]:
     """The same with plain DB-API: the json and base64 modules build the document."""
-    message = json.dumps({
-        "from": "Shop <shop@example.com>",
-        "to": ["Ann Lee <ann@example.com>"],
-        "cc": ["accounts@example.com"],
-        "reply_to": ["Support <help@example.com>"],
-        "subject": f"Your receipt for order {order_id} 🧾",
-        "text": "Thank you for your order. The receipt is attached.",
-        "html": "<p>Thank you for your order. The receipt is attached.</p>",
-        "headers": {"List-Unsubscribe": "<https://example.com/unsubscribe/ann>",
-                    "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"},
-        "tags": {"kind": "receipt"},
-        "attachments": [{"filename": f"receipt-{order_id}.pdf", "content_type": "application/pdf",
-                         "content_base64": base64.b64encode(pdf).decode("ascii")}],
-    }, ensure_ascii=False)
+    message = json.dumps(
+        {
+            "from": "Shop <shop@example.com>",
+            "to": ["Ann Lee <ann@example.com>"],
+            "cc": ["accounts@example.com"],
+            "reply_to": ["Support <help@example.com>"],
+            "subject": f"Your receipt for order {order_id} 🧾",
+            "text": "Thank you for your order. The receipt is attached.",
+            "html": "<p>Thank you for your order. The receipt is attached.</p>",
+            "headers": {
+                "List-Unsubscribe": "<https://example.com/unsubscribe/ann>",
+                "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+            },
+            "tags": {"kind": "receipt"},
+            "attachments": [
+                {
+                    "filename": f"receipt-{order_id}.pdf",
+                    "content_type": "application/pdf",
+                    "content_base64": base64.b64encode(pdf).decode("ascii"),
+                }
+            ],
+        },
+        ensure_ascii=False,
+    )
     connection.start_transaction()
     try:
         cursor = connection.cursor()
@@ -102,6 +122,8 @@ def enqueue_receipt_dbapi(connection: Any, order_id: int, pdf: bytes) -> tuple[i
         connection.rollback()
         raise
     return int(affected), int(attempt_id)
+
+
 # docs:end
 
 

@@ -104,7 +104,9 @@ def test_the_overrides_win_over_get_account(
     finally:
         assert worker.terminate() == 0
     times = sorted(m.accepted_at for m in endpoint.accepted())
-    assert times[-1] - times[0] >= 9 / 7.6 * 0.8, "ten sends at 7.6/s take over a second"
+    # Ten sends at 7.6/s, less the quarter of a second an idle schedule keeps and the 50 ms a send may
+    # go before its moment.
+    assert times[-1] - times[0] >= (9 / 7.6 - 0.3) * 0.9, "ten sends at 7.6/s"
     assert counts(repo)[Status.PENDING] == 2
 
 
@@ -134,4 +136,4 @@ def test_get_account_refused_warns_once_and_falls_back_to_the_conservative_defau
         assert worker.terminate() == 0
     assert worker.log().count("WARNING email_outbox.worker: SES GetAccount failed") == 1
     times = sorted(m.accepted_at for m in endpoint.accepted())
-    assert times[-1] - times[0] >= 2 / 0.95 * 0.8, "three sends at 0.95/s"
+    assert times[-1] - times[0] >= (2 / 0.95 - 0.3) * 0.9, "three sends at 0.95/s"
