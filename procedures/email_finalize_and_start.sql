@@ -1,8 +1,8 @@
 -- The finalize of the row a worker has just sent and the start mark of the reservation it sends next,
 -- in one call and one transaction: what a worker does after each send while sends are slow, without
 -- email_finalize_batch's JSON: the same as that procedure given two items, the first p_outcome with
--- its members ('sent', 'failed', 'retry', 'unknown' or 'released', under the same rules; a member the
--- outcome does not take is ignored), the second 'started' for p_next_id. Each is fenced by its own
+-- its members ('Sent', 'Failed', 'Retrying', 'UnknownOutcome' or 'Released', under the same rules; a
+-- member the outcome does not take is ignored), the second 'Started' for p_next_id. Each is fenced by its own
 -- claim: one no longer held is left as it is and the other still lands. A malformed argument refuses
 -- the call, naming it (the next row's as "email_finalize_and_start: next: ..."), and nothing is written.
 -- Result: one row: affected, status (the finalize: as email_finalize_failure's), started (1: the next
@@ -34,8 +34,8 @@ BEGIN
   CALL email_internal_begin(v_own);
   CALL email_internal_finalize('email_finalize_and_start', p_id, p_claim_token, v_outcome,
     p_provider_message_id, p_error_code, p_error_message, 'delay_seconds', COALESCE(p_delay_seconds, 0), v_to);
-  CALL email_internal_finalize('email_finalize_and_start: next', p_next_id, p_next_claim_token, 'Started',
-    NULL, NULL, NULL, 'delay_seconds', 0, v_started);
+  CALL email_internal_check_claim('email_finalize_and_start: next', p_next_id, p_next_claim_token);
+  CALL email_internal_start(p_next_id, p_next_claim_token, v_started);
   CALL email_internal_end(v_own);
   SELECT IF(v_to IS NULL, 0, 1) AS affected, v_to AS status, IF(v_started IS NULL, 0, 1) AS started;
 END

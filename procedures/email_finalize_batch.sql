@@ -1,15 +1,16 @@
 -- Several finalizes in one call and one transaction: what a worker does when several of its sends end
 -- together. p_outcomes is a JSON array of 1 to 1000 objects, each with exactly these members:
 --   id, claim_token                  the claim, as for the single finalizes (required)
---   outcome                          'sent', 'failed', 'retry', 'unknown', 'released' or 'started'
---                                    (required)
---   provider_message_id              required for 'sent', absent or null otherwise
---   error_code, error_message        for 'failed' and 'retry' ('unknown': error_message); optional
---   delay_seconds                    for 'retry' and 'released' (0 to 604800); optional, 0
--- Each one is the single procedure's change, under the same rules and with the same fence: 'sent' is
--- email_finalize_sent, 'failed' and 'retry' email_finalize_failure with permanent 1 and 0, 'unknown'
--- email_finalize_unknown, 'released' email_release_claim, 'started' email_start_send (a worker sends the
--- start of its next reservation with its last finalize). A row the caller no longer holds is left
+--   outcome                          the status to write, 'Sent', 'Failed', 'Retrying', 'UnknownOutcome'
+--                                    or 'Released', or 'Started' (required; the lower-case names of the
+--                                    previous release are deprecated aliases: email_internal_step_status)
+--   provider_message_id              required for 'Sent', absent or null otherwise
+--   error_code, error_message        for 'Failed' and 'Retrying' ('UnknownOutcome': error_message); optional
+--   delay_seconds                    for 'Retrying' and 'Released' (0 to 604800); optional, 0
+-- Each one is the single procedure's change, under the same rules and with the same fence: 'Sent' is
+-- email_finalize_sent, 'Failed' and 'Retrying' email_finalize_failure with permanent 1 and 0,
+-- 'UnknownOutcome' email_finalize_unknown, 'Released' email_release_claim, 'Started' email_start_send (a
+-- worker sends the start of its next reservation with its last finalize). A row the caller no longer holds is left
 -- as it is (affected 0) and the others still land. A malformed item refuses the whole call, naming its
 -- index (45002 for the array's or an item's shape; a value, the single procedure's number), and
 -- nothing is written.
@@ -89,8 +90,17 @@ BEGIN
     CALL email_internal_json_text(v_where, v_item, '$.error_code', 'error_code', v_error_code);
     CALL email_internal_json_text(v_where, v_item, '$.error_message', 'error_message', v_error_message);
     CALL email_internal_step_status(v_step, v_outcome);
-    CALL email_internal_finalize(v_where, v_id, v_token, v_outcome, v_provider_message_id, v_error_code,
-      v_error_message, 'delay_seconds', v_delay, v_to);
+    IF v_outcome IS NULL THEN
+      SET v_message = CONCAT(v_where, ': outcome must be Sent, Failed, Retrying, UnknownOutcome, Released or Started');
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+    END IF;
+    IF v_outcome = 'Started' THEN
+      CALL email_internal_check_claim(v_where, v_id, v_token);
+      CALL email_internal_start(v_id, v_token, v_to);
+    ELSE
+      CALL email_internal_finalize(v_where, v_id, v_token, v_outcome, v_provider_message_id, v_error_code,
+        v_error_message, 'delay_seconds', v_delay, v_to);
+    END IF;
     INSERT INTO email_finalize_batch_results (seq, id, affected, status)
     VALUES (v_index, v_id, IF(v_to IS NULL, 0, 1), v_to);
     SET v_index = v_index + 1;

@@ -8,6 +8,7 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
-  CALL email_internal_finalize('email_start_send', p_id, p_claim_token, 'Started', NULL, NULL, NULL, NULL, 0, v_to);
+  CALL email_internal_check_claim('email_start_send', p_id, p_claim_token);
+  CALL email_internal_start(p_id, p_claim_token, v_to);
   SELECT IF(v_to IS NULL, 0, 1) AS affected;
 END

@@ -129,7 +129,8 @@ class FailureResult:
 
 @dataclass(frozen=True)
 class FinalizeItem:
-    """One finalize of email_finalize_batch; `outcome` is sent, failed, retry, unknown or released."""
+    """One finalize of email_finalize_batch; `outcome` is Sent, Failed, Retrying, UnknownOutcome,
+    Released or Started (a worker.actions.Step's value)."""
 
     id: int
     claim_token: str

@@ -14,11 +14,11 @@ from email_outbox.models import FinalizeItem, Status
 from tests.support.helpers import enqueue_many, scalar, token
 
 OUTCOMES = [
-    FinalizeItem(0, "", "sent", provider_message_id="m-0"),
-    FinalizeItem(0, "", "failed", error_code="MessageRejected", error_message="no"),
-    FinalizeItem(0, "", "retry", error_code="Throttling", error_message="slow", delay_seconds=30),
-    FinalizeItem(0, "", "unknown", error_message="read timeout"),
-    FinalizeItem(0, "", "released", delay_seconds=5),
+    FinalizeItem(0, "", "Sent", provider_message_id="m-0"),
+    FinalizeItem(0, "", "Failed", error_code="MessageRejected", error_message="no"),
+    FinalizeItem(0, "", "Retrying", error_code="Throttling", error_message="slow", delay_seconds=30),
+    FinalizeItem(0, "", "UnknownOutcome", error_message="read timeout"),
+    FinalizeItem(0, "", "Released", delay_seconds=5),
 ]
 
 
@@ -51,7 +51,7 @@ def test_it_makes_the_same_two_changes_as_the_batch_of_two(
     a, a_next, ta = sent_and_reserved(repo, max_attempts=3)
     b, b_next, tb = sent_and_reserved(repo, max_attempts=3)
     result, started = repo.finalize_and_start(like(outcome, a, ta), a_next, ta)
-    batch = repo.finalize_batch([like(outcome, b, tb), FinalizeItem(b_next, tb, "started")])
+    batch = repo.finalize_batch([like(outcome, b, tb), FinalizeItem(b_next, tb, "Started")])
     assert started is True and batch[1].affected == 1
     assert (result.affected, result.status) == (batch[0].affected, batch[0].status) == (1, batch[0].status)
     assert state(repo, a) == state(repo, b)
@@ -61,19 +61,19 @@ def test_it_makes_the_same_two_changes_as_the_batch_of_two(
 
 def test_each_change_is_fenced_by_its_own_claim(repo: OutboxRepository) -> None:
     a, a_next, ta = sent_and_reserved(repo)
-    result, started = repo.finalize_and_start(FinalizeItem(a, token(), "sent", "m-1"), a_next, ta)
+    result, started = repo.finalize_and_start(FinalizeItem(a, token(), "Sent", "m-1"), a_next, ta)
     assert (result.affected, result.status, started) == (0, None, True), "a stale finalize; the start lands"
     assert repo.get_row(a).status is Status.PROCESSING
     b, b_next, tb = sent_and_reserved(repo)
     assert repo.start_send(b_next, tb) == 1
-    result, started = repo.finalize_and_start(FinalizeItem(b, tb, "sent", "m-2"), b_next, tb)
+    result, started = repo.finalize_and_start(FinalizeItem(b, tb, "Sent", "m-2"), b_next, tb)
     assert (result.affected, result.status, started) == (1, Status.SENT, False), (
         "started already: do not send"
     )
 
 
 BAD = [
-    ({"outcome": "Sent"}, "email_finalize_and_start: outcome must be sent, failed, retry, unknown"),
+    ({"outcome": "SENT"}, "email_finalize_and_start: outcome must be Sent, Failed, Retrying, UnknownOutcome"),
     ({"outcome": None}, "email_finalize_and_start: outcome must be"),
     ({"provider_message_id": None}, "email_finalize_and_start: provider_message_id must be 1 to 191"),
     ({"id": 0}, "email_finalize_and_start: id must be a positive integer"),
@@ -81,7 +81,7 @@ BAD = [
     ({"next_id": None}, "email_finalize_and_start: next: id must be a positive integer"),
     ({"next_claim_token": "x" * 65}, "email_finalize_and_start: next: claim_token must be 1 to 64"),
     (
-        {"outcome": "retry", "delay_seconds": -1},
+        {"outcome": "Retrying", "delay_seconds": -1},
         "email_finalize_and_start: delay_seconds must be 0 to 604800",
     ),
 ]
@@ -92,7 +92,7 @@ def test_a_malformed_argument_refuses_the_call_and_writes_nothing(
     repo: OutboxRepository, change: dict[str, Any], message: str
 ) -> None:
     a, a_next, t = sent_and_reserved(repo)
-    args = {"id": a, "claim_token": t, "outcome": "sent", "provider_message_id": "m-1", "error_code": None,
+    args = {"id": a, "claim_token": t, "outcome": "Sent", "provider_message_id": "m-1", "error_code": None,
             "error_message": None, "delay_seconds": 0, "next_id": a_next, "next_claim_token": t, **change}  # fmt: skip
     before = state(repo, a), state(repo, a_next)
     with pytest.raises(InvalidInput, match=message):
@@ -103,7 +103,7 @@ def test_a_malformed_argument_refuses_the_call_and_writes_nothing(
 def test_inside_the_callers_transaction_it_rolls_back_with_it(repo: OutboxRepository) -> None:
     a, a_next, t = sent_and_reserved(repo)
     repo.connection.start_transaction()
-    repo.finalize_and_start(FinalizeItem(a, t, "sent", "m-1"), a_next, t)
+    repo.finalize_and_start(FinalizeItem(a, t, "Sent", "m-1"), a_next, t)
     repo.connection.rollback()
     assert repo.get_row(a).status is Status.PROCESSING
     assert (

@@ -49,13 +49,18 @@ def test_each_outcome_makes_its_single_procedures_change(repo: OutboxRepository)
     batch = claimed(repo, 5, max_attempts=3)
     single = claimed(repo, 5, max_attempts=3)
     items = [
-        FinalizeItem(batch[0][0], batch[0][1], "sent", provider_message_id="m-0"),
-        FinalizeItem(batch[1][0], batch[1][1], "failed", error_code="MessageRejected", error_message="no"),
+        FinalizeItem(batch[0][0], batch[0][1], "Sent", provider_message_id="m-0"),
+        FinalizeItem(batch[1][0], batch[1][1], "Failed", error_code="MessageRejected", error_message="no"),
         FinalizeItem(
-            batch[2][0], batch[2][1], "retry", error_code="Throttling", error_message="slow", delay_seconds=0
+            batch[2][0],
+            batch[2][1],
+            "Retrying",
+            error_code="Throttling",
+            error_message="slow",
+            delay_seconds=0,
         ),
-        FinalizeItem(batch[3][0], batch[3][1], "unknown", error_message="read timeout"),
-        FinalizeItem(batch[4][0], batch[4][1], "released", delay_seconds=0),
+        FinalizeItem(batch[3][0], batch[3][1], "UnknownOutcome", error_message="read timeout"),
+        FinalizeItem(batch[4][0], batch[4][1], "Released", delay_seconds=0),
     ]
     results = repo.finalize_batch(items)
     assert [(r.affected, r.status) for r in results] == [
@@ -84,21 +89,21 @@ def test_each_item_keeps_its_own_fence(repo: OutboxRepository) -> None:
     (a, ta), (b, tb), (c, tc) = claimed(repo, 3)
     results = repo.finalize_batch(
         [
-            FinalizeItem(a, ta, "sent", provider_message_id="m-a"),
-            FinalizeItem(b, token(), "sent", provider_message_id="stolen"),
-            FinalizeItem(c, tc, "sent", provider_message_id="m-c"),
+            FinalizeItem(a, ta, "Sent", provider_message_id="m-a"),
+            FinalizeItem(b, token(), "Sent", provider_message_id="stolen"),
+            FinalizeItem(c, tc, "Sent", provider_message_id="m-c"),
         ]
     )
     assert [r.affected for r in results] == [1, 0, 1]
     assert results[1].status is None
     assert repo.get_row(b).status is Status.PROCESSING and repo.get_row(b).claim_token == tb
-    again = repo.finalize_batch([FinalizeItem(a, ta, "sent", provider_message_id="m-a")] * 2)
+    again = repo.finalize_batch([FinalizeItem(a, ta, "Sent", provider_message_id="m-a")] * 2)
     assert [r.affected for r in again] == [0, 0], "a repeat finalize is a no-op, inside a batch too"
 
 
 def test_rows_come_back_in_the_order_given(repo: OutboxRepository) -> None:
     rows = claimed(repo, 6)
-    items = [FinalizeItem(i, t, "sent", provider_message_id=f"m-{i}") for i, t in reversed(rows)]
+    items = [FinalizeItem(i, t, "Sent", provider_message_id=f"m-{i}") for i, t in reversed(rows)]
     rows_back = raw_batch(repo, json.dumps([item.as_json() for item in items]))
     assert [r[0] for r in rows_back] == list(range(6))
     assert [r[1] for r in rows_back] == [i for i, _ in reversed(rows)]
@@ -108,14 +113,14 @@ def test_rows_come_back_in_the_order_given(repo: OutboxRepository) -> None:
 def test_text_survives_byte_for_byte(repo: OutboxRepository) -> None:
     ((a, ta),) = claimed(repo, 1)
     message = 'quote " backslash \\ emoji \U0001f4e7 and ünïcode'
-    repo.finalize_batch([FinalizeItem(a, ta, "unknown", error_message=message)])
+    repo.finalize_batch([FinalizeItem(a, ta, "UnknownOutcome", error_message=message)])
     assert (
         scalar(repo, "SELECT last_error_message FROM email_delivery_attempts WHERE id = %s", (a,)) == message
     )
 
 
 def good(attempt_id: int, claim_token: str) -> dict[str, Any]:
-    return {"id": attempt_id, "claim_token": claim_token, "outcome": "sent", "provider_message_id": "m"}
+    return {"id": attempt_id, "claim_token": claim_token, "outcome": "Sent", "provider_message_id": "m"}
 
 
 BAD_ITEMS: list[tuple[Any, str]] = [
@@ -124,47 +129,50 @@ BAD_ITEMS: list[tuple[Any, str]] = [
     ('{"id": 1}', "outcomes must be a JSON array"),
     ("[]", "outcomes must be a JSON array"),
     (["x"], r"outcomes\[1\] must be an object"),
-    ([{"claim_token": "t", "outcome": "sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
-    ([{"id": "7", "claim_token": "t", "outcome": "sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
-    ([{"id": 0, "claim_token": "t", "outcome": "sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
+    ([{"claim_token": "t", "outcome": "Sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
+    ([{"id": "7", "claim_token": "t", "outcome": "Sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
+    ([{"id": 0, "claim_token": "t", "outcome": "Sent", "provider_message_id": "m"}], r"outcomes\[1\]: id"),
     (
-        [{"id": 1, "claim_token": "", "outcome": "sent", "provider_message_id": "m"}],
+        [{"id": 1, "claim_token": "", "outcome": "Sent", "provider_message_id": "m"}],
         r"outcomes\[1\]: claim_token",
     ),
     (
-        [{"id": 1, "claim_token": 5, "outcome": "sent", "provider_message_id": "m"}],
+        [{"id": 1, "claim_token": 5, "outcome": "Sent", "provider_message_id": "m"}],
         r"outcomes\[1\]: claim_token must be a string",
     ),
     (
-        [{"id": 1, "claim_token": "t", "outcome": "Sent", "provider_message_id": "m"}],
+        [{"id": 1, "claim_token": "t", "outcome": "SENT", "provider_message_id": "m"}],
         r"outcomes\[1\]: outcome",
     ),
     ([{"id": 1, "claim_token": "t", "outcome": "resend"}], r"outcomes\[1\]: outcome"),
-    ([{"id": 1, "claim_token": "t", "outcome": "sent"}], r"outcomes\[1\]: provider_message_id"),
+    ([{"id": 1, "claim_token": "t", "outcome": "Sent"}], r"outcomes\[1\]: provider_message_id"),
     (
-        [{"id": 1, "claim_token": "t", "outcome": "retry", "delay_seconds": -1}],
+        [{"id": 1, "claim_token": "t", "outcome": "Retrying", "delay_seconds": -1}],
         r"outcomes\[1\]: delay_seconds",
     ),
     (
-        [{"id": 1, "claim_token": "t", "outcome": "released", "delay_seconds": 604801}],
+        [{"id": 1, "claim_token": "t", "outcome": "Released", "delay_seconds": 604801}],
         r"outcomes\[1\]: delay_seconds",
     ),
     (
-        [{"id": 1, "claim_token": "t", "outcome": "retry", "delay_seconds": "5"}],
+        [{"id": 1, "claim_token": "t", "outcome": "Retrying", "delay_seconds": "5"}],
         r"outcomes\[1\]: delay_seconds",
     ),
     (
-        [{"id": 1, "claim_token": "t", "outcome": "failed", "error_code": "x" * 192}],
+        [{"id": 1, "claim_token": "t", "outcome": "Failed", "error_code": "x" * 192}],
         r"outcomes\[1\]: error_code",
     ),
-    ([{"id": 1, "claim_token": "t", "outcome": "unknown", "extra": 1}], r"outcomes\[1\] may hold only"),
-    ([{"id": 1, "claim_token": "t", "outcome": "unknown", "ID": 1}], r"outcomes\[1\] may hold only"),
     (
-        '[{"id": 1, "claim_token": "t", "outcome": "unknown", "outcome": "sent"}]',
+        [{"id": 1, "claim_token": "t", "outcome": "UnknownOutcome", "extra": 1}],
+        r"outcomes\[1\] may hold only",
+    ),
+    ([{"id": 1, "claim_token": "t", "outcome": "UnknownOutcome", "ID": 1}], r"outcomes\[1\] may hold only"),
+    (
+        '[{"id": 1, "claim_token": "t", "outcome": "UnknownOutcome", "outcome": "Sent"}]',
         r"outcomes\[1\] may hold only",
     ),
     (
-        [{"id": 1, "claim_token": "t", "outcome": "sent", "provider_message_id": "m"}] * 1001,
+        [{"id": 1, "claim_token": "t", "outcome": "Sent", "provider_message_id": "m"}] * 1001,
         "outcomes must be a JSON array of 1 to 1000",
     ),
 ]
@@ -191,6 +199,29 @@ def test_inside_the_callers_transaction_it_rolls_back_with_it(repo: OutboxReposi
     ((a, ta),) = claimed(repo, 1)
     conn = repo.connection
     conn.start_transaction()
-    repo.finalize_batch([FinalizeItem(a, ta, "sent", provider_message_id="m")])
+    repo.finalize_batch([FinalizeItem(a, ta, "Sent", provider_message_id="m")])
     conn.rollback()
     assert repo.get_row(a).status is Status.PROCESSING
+
+
+def test_the_previous_releases_outcome_names_still_work_for_one_release(repo: OutboxRepository) -> None:
+    """sent, failed, retry, unknown, released and started are deprecated aliases of the status names
+    (docs/procedures.md, "Versions"): a worker of the previous release keeps finalizing during a
+    rolling deploy, in email_finalize_batch and in email_finalize_and_start."""
+    rows = claimed(repo, 5, max_attempts=3)
+    old = ["sent", "failed", "retry", "unknown", "released"]
+    items = [
+        FinalizeItem(i, t, name, provider_message_id="m" if name == "sent" else None)
+        for (i, t), name in zip(rows, old, strict=True)
+    ]
+    assert [(r.affected, r.status) for r in repo.finalize_batch(items)] == [
+        (1, Status.SENT), (1, Status.FAILED), (1, Status.RETRYING), (1, Status.UNKNOWN_OUTCOME), (1, Status.PENDING),
+    ]  # fmt: skip
+    (a, ta), tn = claimed(repo, 1)[0], token()
+    (nxt,) = enqueue_many(repo, 1, prefix=token())
+    assert nxt in [r.id for r in repo.reserve_batch(tn, "worker-a", 60, 10, 1_000_000)]
+    assert repo.finalize_batch([FinalizeItem(nxt, tn, "started")])[0].affected == 1
+    result, started = repo.finalize_and_start(FinalizeItem(a, ta, "sent", "m-a"), nxt, tn)
+    assert (result.affected, result.status, started) == (1, Status.SENT, False), (
+        "started already by the alias"
+    )

@@ -92,11 +92,11 @@ def test_the_start_of_the_next_rides_with_the_last_finalize(repo: OutboxReposito
     (reserved,) = repo.reserve_batch(t, "worker-a", 60, 1, 1_000_000)
     results = repo.finalize_batch(
         [
-            FinalizeItem(ids[0], t, "sent", provider_message_id="m-0"),
-            FinalizeItem(reserved.id, t, "started"),
+            FinalizeItem(ids[0], t, "Sent", provider_message_id="m-0"),
+            FinalizeItem(reserved.id, t, "Started"),
         ]
     )
     assert [(r.affected, r.status) for r in results] == [(1, Status.SENT), (1, Status.PROCESSING)]
     assert reserved_at(repo, reserved.id) is None
-    again = repo.finalize_batch([FinalizeItem(reserved.id, t, "started")])
+    again = repo.finalize_batch([FinalizeItem(reserved.id, t, "Started")])
     assert again[0].affected == 0

@@ -56,6 +56,17 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("script", "figures"),
     [
+        (
+            "outage.py",
+            (
+                "calls while down",
+                "calls per replica per minute",
+                "recovery to first send (s)",
+                "recovery to empty backlog (s)",
+                "emails / Sent / Failed / UnknownOutcome",
+                "duplicates",
+            ),
+        ),
         ("costs.py", ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000")),
         ("events.py", ("events/s", "batch 100, 1 replica", "replay, batch 100", "durable commits")),
         (

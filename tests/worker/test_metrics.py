@@ -74,8 +74,8 @@ def test_counters_match_what_happened(
     assert metric(samples, "email_outbox_sends_total", outcome="accepted") == 40
     assert metric(samples, "email_outbox_sends_total", outcome="permanent") == 5
     assert metric(samples, "email_outbox_sends_total", outcome="throttled") == 3
-    assert metric(samples, "email_outbox_finalize_total", result="sent") == 40
-    assert metric(samples, "email_outbox_finalize_total", result="failed") == 5
+    assert metric(samples, "email_outbox_finalize_total", result="Sent") == 40
+    assert metric(samples, "email_outbox_finalize_total", result="Failed") == 5
     # Releases are the 3 throttled sends, plus any reservation given back unsent: a worker that finds
     # its sends slow (over 10 ms, as on a loaded machine) reserves ahead, and gives the reservations
     # back while the throttle pauses it. The audit trail says how many there were.
@@ -83,7 +83,7 @@ def test_counters_match_what_happened(
         scalar(repo, "SELECT COUNT(*) FROM email_delivery_events WHERE to_status = %s" + extra, (to,))
         for to, extra in (("Pending", " AND from_status = 'Processing'"), ("Processing", ""))
     )
-    assert metric(samples, "email_outbox_finalize_total", result="released") == released >= 3
+    assert metric(samples, "email_outbox_finalize_total", result="Released") == released >= 3
     assert metric(samples, "email_outbox_throttle_events_total") == 3
     assert metric(samples, "email_outbox_claimed_rows_total") == claimed == 45 + released
     assert metric(samples, "email_outbox_send_seconds_count") == 48, "45 sends, 3 throttled sent again"
@@ -126,7 +126,7 @@ def test_finalizes_that_end_together_land_in_one_batch_call(
             assert worker.terminate() == 0
         result = account(repo, endpoint, 200)
     assert result.by_status[Status.SENT] == 200
-    assert metric(samples, "email_outbox_finalize_total", result="sent") == 200
+    assert metric(samples, "email_outbox_finalize_total", result="Sent") == 200
     # Every part of every call is counted once by result: finalizes, releases and, if the sends were
     # slow for a while, the start marks of reservations.
     parts = sum(v for (name, _), v in samples.items() if name == "email_outbox_finalize_total")

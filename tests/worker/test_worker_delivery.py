@@ -398,7 +398,7 @@ def test_json_logs_carry_id_and_notification_id(
     finally:
         assert worker.terminate() == 0
     lines = [json.loads(line) for line in worker.log().splitlines() if line.strip()]
-    sent = [line for line in lines if line["msg"] == "sent"]
+    sent = [line for line in lines if line["msg"] == "Sent"]
     assert len(sent) == 3
     assert {line["notification_id"] for line in sent} == {"json-0", "json-1", "json-2"}
     assert all(line["message_id"].startswith("local-") and line["level"] == "DEBUG" for line in sent)

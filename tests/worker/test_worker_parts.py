@@ -258,7 +258,7 @@ def test_a_refused_finalize_is_a_stale_claimant_and_not_retried() -> None:
 def test_a_refusal_after_a_reconnect_may_be_our_own_earlier_try() -> None:
     repo = FakeRepository(affected=0, errors=[DatabaseUnavailable("dropped mid-commit")])
     landed, stats = finalize(repo, Outcome.ACCEPTED)
-    assert not landed and stats.finalize == {"sent_refused_after_reconnect": 1}
+    assert not landed and stats.finalize == {"Sent_refused_after_reconnect": 1}
 
 
 def test_a_finalize_that_cannot_land_before_the_lease_ends_gives_up_and_says_so(
@@ -266,7 +266,7 @@ def test_a_finalize_that_cannot_land_before_the_lease_ends_gives_up_and_says_so(
 ) -> None:
     repo = FakeRepository(errors=[DatabaseUnavailable("gone")] * 100)
     landed, stats = finalize(repo, Outcome.ACCEPTED, deadline=time.monotonic() - 1)
-    assert not landed and stats.finalize == {"sent_never_landed": 1}
+    assert not landed and stats.finalize == {"Sent_never_landed": 1}
     assert "goes UnknownOutcome when its lease ends" in caplog.text
 
 
@@ -344,7 +344,7 @@ def test_the_finalizer_sends_a_group_as_one_batch_each_row_fenced_on_its_own() -
     landings = [landing for (landing,) in reports]
     assert [name for name, _ in repo.calls] == ["finalize_batch"]
     items = repo.calls[0][1]
-    assert [(i.id, i.outcome) for i in items] == [(1, "sent"), (2, "sent"), (3, "retry")]
+    assert [(i.id, i.outcome) for i in items] == [(1, "Sent"), (2, "Sent"), (3, "Retrying")]
     assert (
         items[0].provider_message_id == "m-1" and items[2].error_code == "E" and items[2].delay_seconds >= 0
     )
@@ -537,7 +537,7 @@ def test_the_progress_line_is_info_and_per_email_lines_are_debug(caplog: pytest.
         parts.deliver(claim(row))
     ProgressLine(stats, 10).write()
     assert [r.getMessage() for r in caplog.records] == ["progress"]
-    assert caplog.records[0].sent == 3  # type: ignore[attr-defined]
+    assert caplog.records[0].Sent == 3  # type: ignore[attr-defined]
 
 
 class HeldExecutor(Executor):
@@ -646,7 +646,7 @@ def test_reservations_are_given_back_when_the_slot_stops_carrying_on() -> None:
     assert loop.next_for_held_slot() is None, "a paused replica does not carry on"
     names = [name for name, _ in repo.calls]
     assert names == ["reserve", "finalize_batch"], "the two left are released in one call"
-    assert [(i.id, i.outcome) for i in repo.calls[1][1]] == [(2, "released"), (3, "released")]
+    assert [(i.id, i.outcome) for i in repo.calls[1][1]] == [(2, "Released"), (3, "Released")]
 
 
 def test_the_next_rows_start_rides_with_the_finalize_and_only_a_started_row_is_sent() -> None:
@@ -656,7 +656,7 @@ def test_the_next_rows_start_rides_with_the_finalize_and_only_a_started_row_is_s
     assert parts.deliver(claim(1), lambda: following) is following
     assert [name for name, _ in repo.calls] == ["finalize_and_start"], "one call, without the batch's JSON"
     item, next_id, _ = repo.calls[0][1]
-    assert (item.id, item.outcome, item.provider_message_id, next_id) == (1, "sent", "m-1", 2)
+    assert (item.id, item.outcome, item.provider_message_id, next_id) == (1, "Sent", "m-1", 2)
     refused = FakeRepository()
     parts, _ = delivery(refused, sender)
     assert parts.deliver(claim(3), lambda: Claim(email(4), "stolen", time.monotonic() + 60)) is None

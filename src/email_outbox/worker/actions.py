@@ -18,14 +18,15 @@ from email_outbox.worker.config import WorkerConfig
 
 
 class Step(enum.Enum):
-    """The procedure the finalizer calls. The value names the step in logs and metrics."""
+    """The procedure the finalizer calls. The value is the status it writes: the one vocabulary of the
+    SQL (email_finalize_batch's outcomes), the logs and the metrics (docs/procedures.md, "Versions")."""
 
-    SENT = "sent"  # email_finalize_sent
-    FAILED = "failed"  # email_finalize_failure, permanent
-    RETRY = "retry"  # email_finalize_failure, not permanent: Retrying, or Failed at max_attempts
-    UNKNOWN = "unknown"  # email_finalize_unknown: never resent automatically
-    RELEASE = "released"  # email_release_claim: not sent, claimable again after the delay
-    START = "started"  # email_start_send: a reservation is about to be sent (never from an outcome)
+    SENT = "Sent"  # email_finalize_sent
+    FAILED = "Failed"  # email_finalize_failure, permanent
+    RETRY = "Retrying"  # email_finalize_failure, not permanent: Retrying, or Failed at max_attempts
+    UNKNOWN = "UnknownOutcome"  # email_finalize_unknown: never resent automatically
+    RELEASE = "Released"  # email_release_claim: not sent, claimable again after the delay
+    START = "Started"  # email_start_send: a reservation is about to be sent (never from an outcome)
 
 
 class Delay(enum.Enum):

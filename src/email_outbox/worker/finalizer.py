@@ -64,7 +64,7 @@ class Finalizer:
             return landed, False
         started = landings[1].error is None and landings[1].affected == 1
         if started:
-            self._stats.add("finalize", "started")
+            self._stats.add("finalize", Step.START.value)
         else:
             self._stats.add("finalize", "start_refused")
             log.warning(

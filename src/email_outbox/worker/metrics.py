@@ -91,7 +91,7 @@ class WorkerCollector(Collector):
         yield _labelled(
             CounterMetricFamily,
             "email_outbox_finalize",
-            "Finalize and release results: sent, retry, failed, unknown, released, started, stale_claimant"
+            "Finalize and release results: Sent, Retrying, Failed, UnknownOutcome, Released, Started, stale_claimant"
             " (refused: the claim was no longer held), *_never_landed, *_refused_after_reconnect",
             "result",
             finalize,
