@@ -47,29 +47,30 @@ CHUNK = 50_000
 
 
 def shape_history(dsn: DatabaseDsn, rows: int, old: int) -> None:
-    """A fixture, not transitions: fill_terminal_rows' Sent rows (a month old), the ones after the
-    first `old` made today, and one audit event for each row, so retention deletes from two tables."""
+    """A fixture, not transitions: fill_terminal_rows' Sent rows, the first `old` of them (by id) last
+    changed 40 days ago and the rest today, and one audit event for each row, so retention deletes
+    from two tables. Ids are taken as they came (a bulk insert may leave gaps in auto-increment)."""
     fill_terminal_rows(dsn, rows)
     conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
     cur = conn.cursor()
-    for start in range(0, rows, CHUNK):
+    cur.execute("SELECT MAX(id) FROM email_delivery_attempts")
+    (last,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute("SELECT id FROM email_delivery_attempts ORDER BY id LIMIT 1 OFFSET %s", (old - 1,))
+    (boundary,) = cur.fetchone()  # type: ignore[misc]
+    for start in range(0, int(last), CHUNK):
+        end = start + CHUNK
         cur.execute(
             "INSERT INTO email_delivery_events (attempt_id, occurred_at, from_status, to_status, actor, detail)"
             " SELECT id, updated_at, 'Processing', 'Sent', 'history', 'sent' FROM email_delivery_attempts"
             " WHERE id > %s AND id <= %s",
-            (start, start + CHUNK),
+            (start, end),
         )
-    for start in range(0, old, CHUNK):
         cur.execute(
-            "UPDATE email_delivery_attempts SET created_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY,"
-            " updated_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE id > %s AND id <= %s",
-            (start, min(start + CHUNK, old)),
-        )
-    for start in range(old, rows, CHUNK):
-        cur.execute(
-            "UPDATE email_delivery_attempts SET created_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)"
+            "UPDATE email_delivery_attempts SET"
+            " created_at = IF(id <= %s, UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6)),"
+            " updated_at = IF(id <= %s, UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6))"
             " WHERE id > %s AND id <= %s",
-            (start, min(start + CHUNK, rows)),
+            (boundary, boundary, start, end),
         )
     conn.close()
 
