@@ -3,7 +3,7 @@
 For a table holding N terminal rows (10,000 and 1,000,000 by default) and a due backlog of 10,000
 rows, prints the plan of email_internal_claim_batch's locking scan (EXPLAIN and MariaDB's ANALYZE:
 index, access type, estimated and real rows read, no sort) and the median and p99 of an 8-row
-email_claim_batch_v2 (each batch released again, so the backlog stays), once with the backlog spread
+email_claim_batch_bounded (each batch released again, so the backlog stays), once with the backlog spread
 over priorities 0-9 and once with every row at 9 (what an operator who sends everything at 9 gets).
 
     python bench/claim_priority.py            # 10k and 1M rows (a few minutes)
@@ -79,7 +79,7 @@ def claim_times(repo: OutboxRepository, repeat: int) -> list[float]:
     for _ in range(repeat):
         token = uuid.uuid4().hex
         t0 = time.perf_counter()
-        rows = repo.claim_batch_v2(token, "bench", 60, 8, 262_144)
+        rows = repo.claim_batch_bounded(token, "bench", 60, 8, 262_144)
         samples.append((time.perf_counter() - t0) * 1000)
         for row in rows:
             repo.release_claim(row.id, token, 0)

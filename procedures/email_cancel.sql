@@ -1,10 +1,11 @@
 -- Cancel an email that has not been handed to SES: a Pending or Retrying row, or one claimed as a
 -- reservation whose send has not started, ends Failed with last_error_code 'Cancelled', audited with
 -- who and why, and is never sent (the worker's start mark of that reservation then finds nothing).
--- Result: affected 1 when it was cancelled; 0 when a send may be in flight or done (a started claim,
--- Sent, UnknownOutcome), when the row is already Failed, or when no row has that notification_id. The
--- row lock orders a cancel against the worker's start: a row is either cancelled and never sent, or
--- not cancelled; never both. The enqueuer and operator roles may call it.
+-- The row lock orders a cancel against the worker's start: a row is either cancelled and never
+-- sent, or not cancelled; never both. The enqueuer, operator and console roles may call it.
+-- Result: affected (1 cancelled; 0 when a send may be in flight or done: a started claim, Sent,
+-- UnknownOutcome; when the row is already Failed; or when no row has that notification_id),
+-- attempt_id (NULL: no such notification_id), from_status (the status it was cancelled from).
 CREATE PROCEDURE email_cancel(
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
   IN p_cancelled_by TEXT CHARACTER SET utf8mb4,

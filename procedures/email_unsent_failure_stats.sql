@@ -1,7 +1,7 @@
--- Emails that ended Failed within the last p_window_seconds without ever being handed to SES, by
--- reason: one row per last_error_code 'Expired', 'Cancelled' and 'Suppressed' (count 0 when none),
--- apart from the failures SES caused or used-up attempts. Reads the Failed rows' range of the lease
--- index. For `status`, the console and the worker's /metrics.
+-- Count the emails that ended Failed within the last p_window_seconds without ever being handed to
+-- SES, apart from the failures SES caused or used-up attempts. Reads the Failed rows' range of the
+-- lease index. For `status` and the worker's /metrics. Result: reason, count: one row each for
+-- 'Expired', 'Cancelled' and 'Suppressed' (count 0 when none).
 CREATE PROCEDURE email_unsent_failure_stats(
   IN p_window_seconds BIGINT
 )

@@ -48,7 +48,7 @@ def test_claims_take_the_highest_priority_first_then_the_oldest_due(repo: Outbox
     assert repo.get_row(default).priority == 5, "the 8-argument email_enqueue gets the default"
     order = [c.id for c in repo.claimable_candidates(10)]
     assert order == [high_old, high_new, middle, default, low_old]
-    claimed = [r.id for r in repo.claim_batch_v2(token(), "w", 60, 3, 1_000_000)]
+    claimed = [r.id for r in repo.claim_batch_bounded(token(), "w", 60, 3, 1_000_000)]
     assert claimed == [high_old, high_new, middle], "the batch takes the top three, in claim order"
     assert [r.id for r in repo.reserve_batch(token(), "w", 60, 5, 1_000_000)] == [default, low_old]
 
@@ -56,7 +56,7 @@ def test_claims_take_the_highest_priority_first_then_the_oldest_due(repo: Outbox
 def test_everything_at_nine_is_first_come_first_served(repo: OutboxRepository) -> None:
     """No trap for an operator who sends everything at 9: one priority is the due-time order of old."""
     ids = [enqueue(repo, f"all-nine-{i}", priority=9) for i in range(6)]
-    assert [r.id for r in repo.claim_batch_v2(token(), "w", 60, 6, 1_000_000)] == ids
+    assert [r.id for r in repo.claim_batch_bounded(token(), "w", 60, 6, 1_000_000)] == ids
 
 
 @pytest.mark.parametrize(
@@ -137,7 +137,7 @@ def test_a_row_past_its_expiry_is_failed_at_claim_time_and_never_claimed(repo: O
     stale = expiring(repo, "stale", 30, priority=9)
     fresh = expiring(repo, "fresh", 3600)
     set_clock(repo, db_now(repo) + timedelta(seconds=31))
-    claimed = repo.claim_batch_v2(token(), "worker-a", 60, 10, 1_000_000)
+    claimed = repo.claim_batch_bounded(token(), "worker-a", 60, 10, 1_000_000)
     set_clock(repo, None)
     assert [r.id for r in claimed] == [fresh]
     assert_expired(repo, stale, "expiry-sweep")
@@ -149,7 +149,7 @@ def test_the_batch_claim_fails_an_expired_row_it_locked(repo: OutboxRepository) 
     swept = expiring(repo, "swept", 30, priority=0)
     locked = expiring(repo, "locked", 40, priority=9)
     set_clock(repo, db_now(repo) + timedelta(seconds=41))
-    assert repo.claim_batch_v2(token(), "worker-a", 60, 1, 1_000_000) == []
+    assert repo.claim_batch_bounded(token(), "worker-a", 60, 1, 1_000_000) == []
     set_clock(repo, None)
     assert_expired(repo, swept, "expiry-sweep")
     assert_expired(repo, locked, "worker-a")
@@ -193,7 +193,7 @@ def test_the_sweep_expires_rows_no_claim_reaches(repo: OutboxRepository) -> None
     )
     retrying = expiring(repo, "retrying", 60)
     t = token()
-    repo.claim_batch_v2(t, "worker-a", 60, 10, 1_000_000)
+    repo.claim_batch_bounded(t, "worker-a", 60, 10, 1_000_000)
     assert (
         repo.finalize_failure(
             retrying,
@@ -252,7 +252,7 @@ def test_cancel_ends_a_pending_or_retrying_row_failed_audited_with_who_and_why(
             "cancelled: order 7 cancelled",
         )
         assert repo.cancel(notification_id, "shop-service", "again").affected == 0, "terminal now"
-    assert repo.claim_batch_v2(token(), "w", 60, 10, 1_000_000) == []
+    assert repo.claim_batch_bounded(token(), "w", 60, 10, 1_000_000) == []
 
 
 def test_cancel_of_a_reservation_fences_its_start(repo: OutboxRepository) -> None:
