@@ -326,3 +326,17 @@ def test_the_enqueuer_and_operator_roles_may_cancel_and_the_worker_may_not(
         finally:
             account.close()
     assert repo.get_row_by_notification_id("role-2").status is Status.PENDING
+
+
+def test_a_redrive_never_brings_back_a_cancelled_or_expired_email(repo: OutboxRepository) -> None:
+    """A bulk redrive after an SES outage must not send what its sender cancelled, or a one-time code
+    past its expiry: those were never to go."""
+    (cancelled,) = enqueue_many(repo, 1, prefix="gone")
+    assert repo.cancel("gone-0", "shop", "order cancelled").affected == 1
+    expired = expiring(repo, "otp", 30)
+    set_clock(repo, db_now(repo) + timedelta(seconds=31))
+    assert repo.sweep(10) == (0, 1)
+    set_clock(repo, None)
+    for notification_id in ("gone-0", "otp"):
+        assert repo.redrive_failed(notification_id, "ops", "after the outage") == 0
+    assert [repo.get_row(i).status for i in (cancelled, expired)] == [Status.FAILED, Status.FAILED]
