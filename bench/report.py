@@ -101,7 +101,7 @@ def doc_section(results: dict[str, Any]) -> str:
     sizes = results.get("table_size")
     header, table = side_by_side(peers)
     return f"""{DOC_BEGIN}
-<!-- Written by bench/throughput.py from its last full run ({results["date"]}); edit the script, not this block. -->
+<!-- Written by bench/throughput.py from its last run ({results["date"]}; a full run, or --peers-only with --scale's claim rate); edit the script, not this block. -->
 Measured {results["date"]}: {results["cpus"]} cores, {results["server"]} (durable), {n:,} emails per run
 from a backlog, {r} processes {X} 8 concurrent sends for every system, a fresh local SES endpoint per
 run. Each system ran {rounds} times at each latency, in rotating order (round k starts with the k-th
@@ -167,9 +167,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
-    (left, middle), (right, cpu) = axes
-    if "replica_sweep" in results:  # a --peers-only run has the peers' panels alone
+    full = "replica_sweep" in results  # a --peers-only run has the peers' panels alone
+    if full:
+        (left, middle), (right, cpu) = plt.subplots(2, 2, figsize=(14, 9))[1]
+    else:
+        right, cpu = plt.subplots(1, 2, figsize=(14, 4.6))[1]
+    if full:
         by_r = results["replica_sweep"]
         left.plot([r["replicas"] for r in by_r], [r["emails_per_s"] for r in by_r], "o-", label="outbox")
         left.plot(
@@ -194,9 +197,6 @@ def plot(results: dict[str, Any], path: Path) -> None:
         middle.set_yscale("log")
         middle.grid(alpha=0.3)
         middle.legend()
-    else:
-        left.axis("off")
-        middle.axis("off")
     peers = results["peers"]
     systems = systems_in(peers)
     latencies = sorted({r["latency_ms"] for r in peers})
@@ -226,8 +226,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     right.set_title(f"the peers, {results['latency_sweep_replicas']} processes x 8, same run")
     cpu.set_ylabel("CPU ms per email")
     cpu.set_title("CPU per email: senders, and hatched on top, the store")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    plt.tight_layout()
+    plt.savefig(path, dpi=100)
 
 
 def versions() -> dict[str, str]:
