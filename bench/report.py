@@ -98,10 +98,10 @@ def doc_section(results: dict[str, Any]) -> str:
     n = results["emails_per_run"]
     rounds = results["peer_rounds"]
     r = results["latency_sweep_replicas"]
-    sizes = results["table_size"]
+    sizes = results.get("table_size")
     header, table = side_by_side(peers)
     return f"""{DOC_BEGIN}
-<!-- Written by bench/throughput.py from its last full run ({results["date"]}); edit the script, not this block. -->
+<!-- Written by bench/throughput.py from its last run ({results["date"]}; a full run, or --peers-only with --scale's claim rate); edit the script, not this block. -->
 Measured {results["date"]}: {results["cpus"]} cores, {results["server"]} (durable), {n:,} emails per run
 from a backlog, {r} processes {X} 8 concurrent sends for every system, a fresh local SES endpoint per
 run. Each system ran {rounds} times at each latency, in rotating order (round k starts with the k-th
@@ -133,14 +133,20 @@ Every round (emails/s; CPU ms per email; of it, the store):
 
 {markdown_table(["system", "latency", "emails/s per round", "CPU ms/email per round", "the store per round"], rounds_rows(peers), right_from=2)}
 
-The claim rate with history: `email_claim_batch(limit 8)` on one connection, {sizes[0]["claims"]:,}
+{claim_rate_section(sizes)}
+{DOC_END}"""
+
+
+def claim_rate_section(sizes: list[dict[str, Any]] | None) -> str:
+    if not sizes:
+        return "(The claim rate with history comes from a full run or `--scale`.)"
+    return f"""The claim rate with history: `email_claim_batch(limit 8)` on one connection, {sizes[0]["claims"]:,}
 claims per table (finalizes follow each claim and are not timed), with the table empty and with
 terminal (`Sent`) rows already in it. The tables are filled, then InnoDB is left to flush and purge
 what the fill wrote ({sizes[0]["settle_s"]:.0f} s), and then they are measured in alternating blocks of
 claims, so a drift of the machine falls on each alike.
 
-{markdown_table(CLAIM_HEADER, claim_rate_rows(sizes))}
-{DOC_END}"""
+{markdown_table(CLAIM_HEADER, claim_rate_rows(sizes))}"""
 
 
 def write_doc(results: dict[str, Any], source: Path, target: Path) -> None:
@@ -161,29 +167,36 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
-    (left, middle), (right, cpu) = axes
-    by_r = results["replica_sweep"]
-    left.plot([r["replicas"] for r in by_r], [r["emails_per_s"] for r in by_r], "o-", label="outbox")
-    left.plot(
-        [r["replicas"] for r in by_r], [r["bare_emails_per_s"] for r in by_r], "s--", label="bare boto3 loop"
-    )
-    left.set_xlabel("replicas (concurrency 8 each)")
-    left.set_ylabel("emails/s")
-    left.set_title(f"emails/s vs replicas, endpoint latency {results['replica_sweep_latency_ms']:g} ms")
-    left.grid(alpha=0.3)
-    left.legend()
-    by_l = results["latency_sweep"]
-    lats = [r["latency_ms"] for r in by_l]
-    middle.plot(lats, [r["emails_per_s"] for r in by_l], "o-", label="outbox")
-    middle.plot(lats, [r["bare_emails_per_s"] for r in by_l], "s--", label="bare boto3 loop")
-    middle.plot(lats, [r["ideal_emails_per_s"] for r in by_l], ":", label="R x C / latency")
-    middle.set_xlabel("endpoint latency (ms)")
-    middle.set_ylabel("emails/s")
-    middle.set_title(f"emails/s vs endpoint latency, {results['latency_sweep_replicas']} replicas x 8")
-    middle.set_yscale("log")
-    middle.grid(alpha=0.3)
-    middle.legend()
+    full = "replica_sweep" in results  # a --peers-only run has the peers' panels alone
+    if full:
+        (left, middle), (right, cpu) = plt.subplots(2, 2, figsize=(14, 9))[1]
+    else:
+        right, cpu = plt.subplots(1, 2, figsize=(14, 4.6))[1]
+    if full:
+        by_r = results["replica_sweep"]
+        left.plot([r["replicas"] for r in by_r], [r["emails_per_s"] for r in by_r], "o-", label="outbox")
+        left.plot(
+            [r["replicas"] for r in by_r],
+            [r["bare_emails_per_s"] for r in by_r],
+            "s--",
+            label="bare boto3 loop",
+        )
+        left.set_xlabel("replicas (concurrency 8 each)")
+        left.set_ylabel("emails/s")
+        left.set_title(f"emails/s vs replicas, endpoint latency {results['replica_sweep_latency_ms']:g} ms")
+        left.grid(alpha=0.3)
+        left.legend()
+        by_l = results["latency_sweep"]
+        lats = [r["latency_ms"] for r in by_l]
+        middle.plot(lats, [r["emails_per_s"] for r in by_l], "o-", label="outbox")
+        middle.plot(lats, [r["bare_emails_per_s"] for r in by_l], "s--", label="bare boto3 loop")
+        middle.plot(lats, [r["ideal_emails_per_s"] for r in by_l], ":", label="R x C / latency")
+        middle.set_xlabel("endpoint latency (ms)")
+        middle.set_ylabel("emails/s")
+        middle.set_title(f"emails/s vs endpoint latency, {results['latency_sweep_replicas']} replicas x 8")
+        middle.set_yscale("log")
+        middle.grid(alpha=0.3)
+        middle.legend()
     peers = results["peers"]
     systems = systems_in(peers)
     latencies = sorted({r["latency_ms"] for r in peers})
@@ -213,8 +226,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     right.set_title(f"the peers, {results['latency_sweep_replicas']} processes x 8, same run")
     cpu.set_ylabel("CPU ms per email")
     cpu.set_title("CPU per email: senders, and hatched on top, the store")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    plt.tight_layout()
+    plt.savefig(path, dpi=100)
 
 
 def versions() -> dict[str, str]:

@@ -47,35 +47,39 @@ CHUNK = 50_000
 
 
 def shape_history(dsn: DatabaseDsn, rows: int, old: int) -> None:
-    """A fixture, not transitions: fill_terminal_rows' Sent rows (a month old), the ones after the
-    first `old` made today, and one audit event for each row, so retention deletes from two tables."""
+    """A fixture, not transitions: fill_terminal_rows' Sent rows, the first `old` of them (by id) last
+    changed 40 days ago and the rest today, and one audit event for each row, so retention deletes
+    from two tables. Ids are taken as they came (a bulk insert may leave gaps in auto-increment)."""
     fill_terminal_rows(dsn, rows)
     conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
     cur = conn.cursor()
-    for start in range(0, rows, CHUNK):
+    cur.execute("SELECT MAX(id) FROM email_delivery_attempts")
+    (last,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute("SELECT id FROM email_delivery_attempts ORDER BY id LIMIT 1 OFFSET %s", (old - 1,))
+    (boundary,) = cur.fetchone()  # type: ignore[misc]
+    for start in range(0, int(last), CHUNK):
+        end = start + CHUNK
         cur.execute(
             "INSERT INTO email_delivery_events (attempt_id, occurred_at, from_status, to_status, actor, detail)"
             " SELECT id, updated_at, 'Processing', 'Sent', 'history', 'sent' FROM email_delivery_attempts"
             " WHERE id > %s AND id <= %s",
-            (start, start + CHUNK),
+            (start, end),
         )
-    for start in range(0, old, CHUNK):
         cur.execute(
-            "UPDATE email_delivery_attempts SET created_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY,"
-            " updated_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE id > %s AND id <= %s",
-            (start, min(start + CHUNK, old)),
-        )
-    for start in range(old, rows, CHUNK):
-        cur.execute(
-            "UPDATE email_delivery_attempts SET created_at = UTC_TIMESTAMP(6), updated_at = UTC_TIMESTAMP(6)"
+            "UPDATE email_delivery_attempts SET"
+            " created_at = IF(id <= %s, UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6)),"
+            " updated_at = IF(id <= %s, UTC_TIMESTAMP(6) - INTERVAL 40 DAY, UTC_TIMESTAMP(6))"
             " WHERE id > %s AND id <= %s",
-            (start, min(start + CHUNK, rows)),
+            (boundary, boundary, start, end),
         )
     conn.close()
 
 
-def run_senders(dsn: DatabaseDsn, seconds: float, during: list[str] | None) -> dict[str, Any]:
-    """The two loops for `seconds`, or, with `during` (a command), for as long as it runs."""
+def run_senders(bench: Bench, dsn: DatabaseDsn, seconds: float, during: list[str] | None) -> dict[str, Any]:
+    """The two loops for `seconds`, or, with `during` (a command), for as long as it runs; with the
+    server's row lock waits over the phase (Innodb_row_lock_waits, _time), to tell waiting on a lock
+    from waiting for a CPU."""
+    waits_before, wait_ms_before = bench.status("Innodb_row_lock_waits"), bench.status("Innodb_row_lock_time")
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     horizon = time.monotonic() + (seconds if during is None else 24 * 3600)
@@ -99,6 +103,8 @@ def run_senders(dsn: DatabaseDsn, seconds: float, during: list[str] | None) -> d
     for p in procs:
         p.join()
     elapsed = time.monotonic() - started
+    lock_waits = bench.status("Innodb_row_lock_waits") - waits_before
+    lock_wait_ms = bench.status("Innodb_row_lock_time") - wait_ms_before
     samples = sorted(s for _, ss, _ in results for s in ss)
     latencies = [ms for _, ms in samples]
     sent = sum(n for _, _, n in results)
@@ -110,6 +116,8 @@ def run_senders(dsn: DatabaseDsn, seconds: float, during: list[str] | None) -> d
         "claim_max_ms": max(latencies) if latencies else float("nan"),
         "emails_per_s": sent / elapsed,
         "emails": sent,
+        "row_lock_waits": lock_waits,
+        "row_lock_wait_ms": lock_wait_ms,
         "samples": samples,
         **retention,
     }
@@ -177,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2_000_000, help="terminal rows in the table")
     parser.add_argument("--old", type=int, default=1_000_000, help="of which this many are 40 days old")
     parser.add_argument("--tiny", action="store_true", help="4,000 rows, 2,000 old: proves the harness runs")
+    parser.add_argument("--pause-ms", type=int, default=0, help="retention's --pause-ms between batches")
     parser.add_argument(
         "--backlog", type=int, default=100_000, help="due rows for the senders to work through"
     )
@@ -204,10 +213,10 @@ def main(argv: list[str] | None = None) -> int:
         waited = settle(bench, timeout=600)
         print(f"filled {rows:,} rows ({old:,} old) and a backlog of {backlog:,} in {time.monotonic() - t0:.0f}s"
               f" (settled {waited:.0f}s)", flush=True)  # fmt: skip
-        without = run_senders(dsn, args.baseline_seconds, None)
+        without = run_senders(bench, dsn, args.baseline_seconds, None)
         command = [sys.executable, "-m", "email_outbox.cli", "retention", "--dsn", dsn.url(),
-                   "--older-than-days", "30", "--by", "bench"]  # fmt: skip
-        with_retention = run_senders(dsn, 0, command)
+                   "--older-than-days", "30", "--by", "bench", "--pause-ms", str(args.pause_ms)]  # fmt: skip
+        with_retention = run_senders(bench, dsn, 0, command)
         match = re.search(r"deleted (\d+) emails .* in ([\d.]+)s", with_retention["output"])
         assert match, with_retention["output"]
         deleted, run_seconds = int(match.group(1)), float(match.group(2))
@@ -223,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             "retention_s": run_seconds,
             "deleted_per_s": deleted / run_seconds,
             "send_ms": SEND_MS,
+            "pause_ms": args.pause_ms,
             "due_left": due_left,
             "with": with_retention,
             "without": without,
@@ -235,12 +245,23 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"deleted {deleted:,} of {rows:,} rows in {results['retention_s']:.1f}s ({results['deleted_per_s']:,.0f} rows/s)"
     )
-    print(
-        f"{'':<20}{'claims':>8}{'claim p50 (ms)':>16}{'claim p99 (ms)':>16}{'claim max (ms)':>16}{'emails/s':>10}"
-    )
+    header = [
+        "claims",
+        "claim p50 (ms)",
+        "claim p99 (ms)",
+        "claim max (ms)",
+        "emails/s",
+        "row lock waits",
+        "waited (ms)",
+    ]
+    print(f"{'':<20}" + "".join(f"{h:>16}" for h in header))
     for label, phase in (("without retention", without), ("with retention", with_retention)):
-        print(f"{label:<20}{phase['claims']:>8}{phase['claim_p50_ms']:>16.2f}{phase['claim_p99_ms']:>16.2f}"
-              f"{phase['claim_max_ms']:>16.1f}{phase['emails_per_s']:>10.0f}")  # fmt: skip
+        cells = [
+            f"{phase['claims']}", f"{phase['claim_p50_ms']:.2f}", f"{phase['claim_p99_ms']:.2f}",
+            f"{phase['claim_max_ms']:.1f}", f"{phase['emails_per_s']:.0f}", f"{phase['row_lock_waits']}",
+            f"{phase['row_lock_wait_ms']}",
+        ]  # fmt: skip
+        print(f"{label:<20}" + "".join(f"{c:>16}" for c in cells))
     print(f"p99 ratio with/without: {with_retention['claim_p99_ms'] / without['claim_p99_ms']:.2f};"
           f" send rate ratio: {with_retention['emails_per_s'] / without['emails_per_s']:.3f}")  # fmt: skip
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

@@ -1,8 +1,9 @@
--- Due Pending/Retrying rows, oldest due first, with their message columns. A non-locking read:
--- callers follow it with email_try_claim per row, whose result is the row as claimed (send that one:
--- recipients suppressed since are left out there). UnknownOutcome never appears (its claim_due_at is
--- NULL). Result: id, notification_id, to_address, from_address, subject, text_body, html_body, status,
--- attempt_count, max_attempts, next_attempt_at, body_bytes, message_options, attachment_bytes.
+-- Due Pending/Retrying rows in claim order (highest priority first, then oldest due), with their
+-- message columns. A non-locking read: callers follow it with email_try_claim per row, whose result is
+-- the row as claimed (send that one: recipients suppressed since are left out there). UnknownOutcome
+-- never appears (its claim_due_at is NULL). Result: id, notification_id, to_address, from_address,
+-- subject, text_body, html_body, status, attempt_count, max_attempts, next_attempt_at, body_bytes,
+-- message_options, attachment_bytes.
 CREATE PROCEDURE email_claimable_candidates(
   IN p_limit BIGINT
 )
@@ -16,9 +17,10 @@ BEGIN
          status, attempt_count, max_attempts, next_attempt_at,
          COALESCE(LENGTH(text_body), 0) + COALESCE(LENGTH(html_body), 0) AS body_bytes,
          message_options, attachment_bytes
-    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim)
-   WHERE claim_due_at <= UTC_TIMESTAMP(6)
+    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
+   WHERE claim_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+     AND claim_due_at <= UTC_TIMESTAMP(6)
      AND attempt_count < max_attempts
-   ORDER BY claim_due_at, id
+   ORDER BY claim_rank, claim_due_at, id
    LIMIT p_limit;
 END

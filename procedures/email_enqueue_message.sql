@@ -2,7 +2,7 @@
 -- caller's own transaction: the same result, idempotency and transaction rules as email_enqueue, and
 -- the same rules and insert (email_internal_enqueue) for what the two share. docs/procedures.md lists
 -- the members: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,
--- attachments, template, max_attempts, send_after. Result: affected (1 new, 0 duplicate), attempt_id.
+-- attachments, template, max_attempts, send_after, priority, expires_at. Result: affected (1 new, 0 duplicate), attempt_id.
 CREATE PROCEDURE email_enqueue_message(
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
   IN p_message LONGTEXT CHARACTER SET utf8mb4
@@ -39,10 +39,9 @@ BEGIN
   DECLARE v_field VARCHAR(600) CHARACTER SET utf8mb4;
   DECLARE v_template INT DEFAULT 0;
   DECLARE v_max_attempts BIGINT DEFAULT NULL;
-  DECLARE v_send_after_text LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_send_after DATETIME(6) DEFAULT NULL;
-  DECLARE v_offset VARCHAR(6);
-  DECLARE v_offset_minutes INT;
+  DECLARE v_expires_at DATETIME(6) DEFAULT NULL;
+  DECLARE v_priority BIGINT DEFAULT NULL;
   DECLARE v_attachments LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_attachment_bytes BIGINT DEFAULT 0;
   DECLARE v_encoded_bytes BIGINT DEFAULT 0;
@@ -75,10 +74,10 @@ BEGIN
     -- Compared as bytes: `Cc` or `to ` is not `cc` or `to`, which is what the rest reads.
     IF CAST(v_key AS BINARY) NOT IN ('from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'text', 'html', 'headers',
                                      'tags', 'configuration_set', 'attachments', 'template', 'max_attempts',
-                                     'send_after') THEN
+                                     'send_after', 'priority', 'expires_at') THEN
       SET v_message = CONCAT(v_where, ': unknown member ', LEFT(JSON_QUOTE(v_key), 80),
         ' (known: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,',
-        ' attachments, template, max_attempts, send_after)');
+        ' attachments, template, max_attempts, send_after, priority, expires_at)');
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     SET v_i = v_i + 1;
@@ -225,35 +224,16 @@ BEGIN
     SET v_max_attempts = CAST(v_value AS SIGNED);
   END IF;
 
-  -- send_after: ISO 8601 with an offset (or Z), stored in UTC.
-  CALL email_internal_json_text(v_where, p_message, '$.send_after', 'send_after', v_send_after_text);
-  IF v_send_after_text IS NOT NULL THEN
-    IF NOT v_send_after_text COLLATE utf8mb4_bin REGEXP
-         '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$' THEN
-      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
-        'email_enqueue_message: send_after must be ISO 8601 with an offset, e.g. 2026-12-24T09:00:00+01:00 or ...Z';
+  -- Times: ISO 8601 with an offset (or Z), stored in UTC.
+  CALL email_internal_json_utc_time(v_where, p_message, '$.send_after', 'send_after', v_send_after);
+  CALL email_internal_json_utc_time(v_where, p_message, '$.expires_at', 'expires_at', v_expires_at);
+
+  SET v_value = JSON_EXTRACT(p_message, '$.priority');
+  IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+    IF JSON_TYPE(v_value) NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR v_value < 0 OR v_value > 9 THEN
+      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: priority must be an integer from 0 to 9 (9 first)';
     END IF;
-    SET v_offset = IF(RIGHT(v_send_after_text, 1) = 'Z', '+00:00', RIGHT(v_send_after_text, 6));
-    -- Minutes east of UTC. Arithmetic, not CONVERT_TZ: MariaDB 10.11's CONVERT_TZ mixed up offsets
-    -- that are not whole quarter hours, and refused real ones above +13:00.
-    SET v_offset_minutes = IF(LEFT(v_offset, 1) = '-', -1, 1)
-                           * (CAST(SUBSTRING(v_offset, 2, 2) AS SIGNED) * 60 + CAST(SUBSTRING(v_offset, 5, 2) AS SIGNED));
-    SET v_content = LEFT(v_send_after_text, CHAR_LENGTH(v_send_after_text) - IF(RIGHT(v_send_after_text, 1) = 'Z', 1, 6));
-    BEGIN
-      -- An impossible date (2026-13-01) is a warning on one server and an error on another, and
-      -- 2026-02-30 may even parse: it counts only if it formats back to what was written.
-      DECLARE CONTINUE HANDLER FOR SQLEXCEPTION SET v_send_after = NULL;
-      SET v_send_after = STR_TO_DATE(IF(LOCATE('.', v_content) > 0, v_content, CONCAT(v_content, '.0')),
-                                     '%Y-%m-%dT%H:%i:%s.%f');
-      IF DATE_FORMAT(v_send_after, '%Y-%m-%dT%H:%i:%s') <> LEFT(v_content, 19)
-         OR v_offset_minutes NOT BETWEEN -720 AND 840 OR CAST(SUBSTRING(v_offset, 5, 2) AS SIGNED) > 59 THEN
-        SET v_send_after = NULL;
-      END IF;
-      SET v_send_after = v_send_after - INTERVAL v_offset_minutes MINUTE;
-    END;
-    IF v_send_after IS NULL THEN
-      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: send_after is not a real time';
-    END IF;
+    SET v_priority = CAST(v_value AS SIGNED);
   END IF;
 
   -- Attachments: checked here, stored after the row exists.
@@ -339,7 +319,7 @@ BEGIN
   CALL email_internal_begin(v_own);
   CALL email_internal_enqueue(v_where, p_notification_id, COALESCE(v_first, v_to_address), v_from_address, v_subject,
                               v_text, v_html, v_max_attempts, v_send_after, v_template, v_options,
-                              v_attachment_bytes, v_affected, v_attempt_id);
+                              v_attachment_bytes, v_priority, v_expires_at, v_affected, v_attempt_id);
   IF v_affected = 1 AND v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) = 'ARRAY' THEN
     SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
     WHILE v_i < v_n DO

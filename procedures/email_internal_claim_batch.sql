@@ -1,5 +1,6 @@
--- Internal: the claim behind email_internal_claim_rows (every batch claim). Sweeps stale leases, then
--- claims up to p_limit due rows for one worker in one short transaction, with one audit event per
+-- Internal: the claim behind email_internal_claim_rows (every batch claim). Sweeps stale leases and
+-- expired rows, then claims up to p_limit due rows, highest priority first, then oldest due, for one
+-- worker in one short transaction, with one audit event per
 -- row, and leaves their ids in the session's temporary table email_claim_batch_ids for the caller's
 -- result set. Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never
 -- share a row. Commits its own transaction. p_reserve 1: the rows are reservations (reserved_at set:
@@ -17,6 +18,7 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_swept BIGINT DEFAULT 0;
+  DECLARE v_expired BIGINT DEFAULT 0;
   DECLARE v_message VARCHAR(200) CHARACTER SET utf8mb4;
   -- Not a swallowing handler: it ends the transaction and re-raises the same error.
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
@@ -41,6 +43,7 @@ BEGIN
   CALL email_internal_check_text(p_where, 'claimed_by', p_claimed_by, 'text');
 
   CALL email_internal_sweep_stale_leases(p_limit, v_swept);
+  CALL email_internal_expire_overdue(p_limit, 'expiry-sweep', v_expired);
 
   CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_ids (
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
@@ -62,12 +65,16 @@ BEGIN
   SET v_now = UTC_TIMESTAMP(6);
   INSERT INTO email_claim_batch_ids (id, from_status)
   SELECT id, status
-    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim)
-   WHERE claim_due_at <= v_now
+    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
+   -- Highest priority first (claim_rank = 9 - priority), then the oldest due: one range per rank.
+   WHERE claim_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+     AND claim_due_at <= v_now
      AND attempt_count < max_attempts
-   ORDER BY claim_due_at, id
+   ORDER BY claim_rank, claim_due_at, id
    LIMIT p_limit
    FOR UPDATE SKIP LOCKED;
+  -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
+  CALL email_internal_fail_expired_claims(v_now, p_claimed_by);
   -- A row to a suppressed address ends Failed here instead of being claimed.
   CALL email_internal_fail_suppressed_claims(v_now, p_claimed_by);
   CALL email_internal_drop_suppressed_claims();

@@ -34,5 +34,5 @@ BEGIN
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
    WHERE a.claim_token = p_claim_token COLLATE utf8mb4_bin
      AND a.status = 'Processing'
-   ORDER BY a.next_attempt_at, a.id;
+   ORDER BY a.priority DESC, a.next_attempt_at, a.id;
 END

@@ -3,7 +3,8 @@
 -- and its 'enqueued' event, or on a duplicate notification_id nothing, and reports the existing id
 -- (NULL when the earlier row was deleted by retention and only its tombstone is left).
 -- p_where names the public procedure in errors. A row sent with a stored template (p_template = 1)
--- needs no body. p_message_options and p_attachment_bytes come checked from email_enqueue_message.
+-- needs no body. p_message_options and p_attachment_bytes come checked from email_enqueue_message;
+-- p_priority (NULL: 5) and p_expires_at (NULL: never) are checked here.
 CREATE PROCEDURE email_internal_enqueue(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
@@ -17,6 +18,8 @@ CREATE PROCEDURE email_internal_enqueue(
   IN p_template INT,
   IN p_message_options LONGTEXT CHARACTER SET utf8mb4,
   IN p_attachment_bytes BIGINT,
+  IN p_priority BIGINT,
+  IN p_expires_at DATETIME(6),
   OUT p_affected INT,
   OUT p_attempt_id BIGINT UNSIGNED
 )
@@ -73,14 +76,23 @@ BEGIN
     SET v_message = CONCAT(p_where, ': send_after must be NULL or a UTC time from 30 days ago to 366 days ahead');
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
+  IF p_priority IS NOT NULL AND (p_priority < 0 OR p_priority > 9) THEN
+    SET v_message = CONCAT(p_where, ': priority must be NULL or 0 to 9 (9 first)');
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+  END IF;
+  -- An expiry at or before the first moment the row may go out could never be met.
+  IF p_expires_at IS NOT NULL AND p_expires_at <= COALESCE(p_send_after, v_now) THEN
+    SET v_message = CONCAT(p_where, ': expires_at must be later than send_after (now when not given)');
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+  END IF;
 
   INSERT INTO email_delivery_attempts
     (notification_id, to_address, from_address, subject, text_body, html_body, status,
-     max_attempts, next_attempt_at, created_at, updated_at, message_options, attachment_bytes)
+     max_attempts, next_attempt_at, created_at, updated_at, message_options, attachment_bytes, priority, expires_at)
   VALUES
     (p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
      COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now, p_message_options,
-     COALESCE(p_attachment_bytes, 0));
+     COALESCE(p_attachment_bytes, 0), COALESCE(p_priority, 5), p_expires_at);
 
   IF v_duplicate = 0 THEN
     SET p_attempt_id = LAST_INSERT_ID();

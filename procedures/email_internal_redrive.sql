@@ -1,7 +1,8 @@
 -- Internal: the redrive rule, once, for email_redrive_failed and email_redrive_failed_batch. A row may
 -- be redriven when it is Failed and SES never accepted it: no provider MessageId, no SES event that
 -- proves acceptance (Send, Delivery, Bounce, Complaint, DeliveryDelay), and never UnknownOutcome (a
--- send that may have reached SES is the operator's requeue, with its warning, not a redrive). Then:
+-- send that may have reached SES is the operator's requeue, with its warning, not a redrive), and not
+-- one that was cancelled or expired (last_error_code 'Cancelled', 'Expired': it must never go). Then:
 -- Pending, due now, attempt_count 0 (a fresh attempt budget), the same notification id, one audited
 -- transition Failed -> Pending naming the actor and the reason. p_dry_run = 1 only answers whether it
 -- would. Inside the caller's unit of work. p_affected: 1 redriven (or would be), 0 otherwise.
@@ -25,6 +26,8 @@ BEGIN
    WHERE a.id = p_id
      AND a.status = 'Failed'
      AND a.provider_message_id IS NULL
+     -- Cancelled by its sender, or past its expires_at: never to be sent (email_cancel, issue 26).
+     AND NOT (a.last_error_code <=> 'Cancelled' OR a.last_error_code <=> 'Expired')
      AND NOT EXISTS (SELECT 1 FROM email_provider_events AS e
                       WHERE e.attempt_id = a.id
                         AND e.event_type IN ('Send', 'Delivery', 'Bounce', 'Complaint', 'DeliveryDelay'))

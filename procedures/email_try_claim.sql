@@ -19,6 +19,7 @@ BEGIN
   DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_own INT DEFAULT NULL;
   DECLARE v_suppressed INT DEFAULT 0;
+  DECLARE v_expired_from VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL email_internal_undo(v_own);
@@ -38,6 +39,8 @@ BEGIN
   CALL email_internal_begin(v_own);
   -- A row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
   CALL email_internal_fail_if_suppressed(p_id, v_now, p_claimed_by, v_suppressed);
+  -- A row past its expires_at ends Failed ('Expired') instead of being claimed (the claim then matches 0).
+  CALL email_internal_end_unsent(p_id, v_now, 'Expired', NULL, p_claimed_by, 1, v_expired_from);
   UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
      SET claimed_from_status = status,
          status = 'Processing',

@@ -46,6 +46,8 @@ class OutboxRun:
     duplicates: int = 0
     p50_ms: float | None = None
     p99_ms: float | None = None
+    # finalizes, releases and starts per database call: above 2, email_finalize_batch carried them
+    mean_finalize_group: float = 0.0
 
 
 def spawn_workers(
@@ -128,6 +130,8 @@ def run_outbox(
         rss = max(proc_peak_rss_mb(p.pid) for p, _ in procs)
         metrics = [scrape(port) for _, port in procs]
         empty = sum(m.get("email_outbox_claim_batch_size_bucket[le=0.0]", 0.0) for m in metrics)
+        groups = sum(m.get("email_outbox_finalize_group_size_count", 0.0) for m in metrics)
+        grouped = sum(m.get("email_outbox_finalize_group_size_sum", 0.0) for m in metrics)
         p50 = p99 = None
         if paced_rate:
             p50, p99 = paced_latency(dsn, paced_rate, min(emails, int(paced_rate * 10)))
@@ -135,7 +139,7 @@ def run_outbox(
         return OutboxRun(
             replicas, concurrency, latency * 1000, emails, emails / elapsed, (q1 - q0) / emails,
             (c1 - c0) / emails, cpu * 1000 / emails, empty / emails, rss, store_cpu * 1000 / emails,
-            lost, duplicates, p50, p99,
+            lost, duplicates, p50, p99, grouped / groups if groups else 0.0,
         )  # fmt: skip
     finally:
         endpoint.close()

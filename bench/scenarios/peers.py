@@ -29,12 +29,13 @@ class Measured:
     lost: int
     duplicates: int
     detail: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
 
     def line(self) -> str:
         store = "" if self.store_cpu_ms_per_email is None else f" (store {self.store_cpu_ms_per_email:.2f})"
         return (
             f"{self.emails_per_s:.0f}/s, CPU {self.cpu_ms_per_email:.2f} ms/email{store},"
-            f" lost {self.lost}, duplicates {self.duplicates}"
+            f" lost {self.lost}, duplicates {self.duplicates}{self.note}"
         )
 
 
@@ -71,6 +72,8 @@ def run_system(
     return Measured(
         run.emails_per_s, run.cpu_ms_per_email + run.store_cpu_ms_per_email, run.store_cpu_ms_per_email,
         run.lost, run.duplicates, asdict(run),
+        f"; CALLs/email {run.calls_per_email:.1f}, statements/email {run.statements_per_email:.2f},"
+        f" finalizes per call {run.mean_finalize_group:.1f}",
     )  # fmt: skip
 
 

@@ -71,6 +71,8 @@ class Message:
     template: Template | None = None
     max_attempts: int | None = None
     send_after: datetime | None = None  # a naive time is taken as UTC
+    priority: int | None = None  # 0-9, 9 first; None: 5
+    expires_at: datetime | None = None  # a naive time is taken as UTC; None: never
 
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"to": list(self.to)}
@@ -79,7 +81,7 @@ class Message:
                 doc[key] = list(value)
         for key, scalar in (("from", self.sender), ("subject", self.subject), ("text", self.text),
                             ("html", self.html), ("configuration_set", self.configuration_set),
-                            ("max_attempts", self.max_attempts)):  # fmt: skip
+                            ("max_attempts", self.max_attempts), ("priority", self.priority)):  # fmt: skip
             if scalar is not None:
                 doc[key] = scalar
         if self.headers:
@@ -90,9 +92,9 @@ class Message:
             doc["attachments"] = [a.document() for a in self.attachments]
         if self.template is not None:
             doc["template"] = {"name": self.template.name, "data": dict(self.template.data)}
-        if self.send_after is not None:
-            when = self.send_after if self.send_after.tzinfo else self.send_after.replace(tzinfo=UTC)
-            doc["send_after"] = when.isoformat()
+        for key, moment in (("send_after", self.send_after), ("expires_at", self.expires_at)):
+            if moment is not None:
+                doc[key] = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
         return doc
 
     def to_json(self) -> str:

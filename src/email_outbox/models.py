@@ -25,6 +25,16 @@ class Status(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class CancelResult:
+    """email_cancel's answer: cancelled (1) or not (0), the row's id (None: no such notification id),
+    and the status it was cancelled from."""
+
+    affected: int
+    attempt_id: int | None
+    from_status: Status | None
+
+
+@dataclass(frozen=True)
 class EnqueueResult:
     affected: int
     # None: a duplicate of an email retention deleted (only its tombstone is left, email_retention).
@@ -178,6 +188,8 @@ class DeliveryRow:
     # email_enqueue_message's recipients, reply-to, headers, tags, configuration set or template (JSON).
     message_options: str | None = None
     attachment_bytes: int = 0
+    priority: int = 5  # 0-9, claimed highest first
+    expires_at: datetime | None = None  # not handed to SES by then: Failed 'Expired'
 
 
 @dataclass(frozen=True)

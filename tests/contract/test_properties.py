@@ -534,7 +534,8 @@ def test_operator_procedures_fuzz_refuse_with_45000_or_store_exactly(
 # names read by a JSON path built from them (`-X`, JSON escapes), `attachments: null`, `template:
 # null`, and MariaDB's CONVERT_TZ mixing up offsets that are not quarter hours.
 MESSAGE_MEMBERS = ("from", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "headers", "tags",
-                   "configuration_set", "attachments", "template", "max_attempts", "send_after")  # fmt: skip
+                   "configuration_set", "attachments", "template", "max_attempts", "send_after", "priority",
+                   "expires_at")  # fmt: skip
 RESERVED_HEADERS = {"from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "return-path",
                     "dkim-signature", "reply-to", "sender", "received", "delivered-to"}  # fmt: skip
 SEND_AFTER = re.compile(
@@ -719,6 +720,9 @@ good_members: dict[str, st.SearchStrategy[Any]] = {
                                       optional={"data": st.dictionaries(any_text, any_text, max_size=3)}),
     "max_attempts": st.integers(1, 100),
     "send_after": future_time,
+    "priority": st.integers(0, 9),
+    # Later than any good send_after (at most 301 days ahead), so a good one keeps its rule.
+    "expires_at": future_time.map(lambda t: (datetime.fromisoformat(t) + timedelta(days=301)).isoformat()),
 }  # fmt: skip
 good_tag = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,19}", fullmatch=True).filter(
     lambda t: t.lower() != "outbox_id"
@@ -818,6 +822,9 @@ bad_members: dict[str, st.SearchStrategy[Any]] = {
     ),
     "max_attempts": st.one_of(st.integers(-2, 103), st.just("3"), st.just(3.0), st.booleans()),
     "send_after": send_after,
+    "priority": st.one_of(st.integers(-2, 11), st.just("9"), st.just(9.0), st.booleans(), st.just(2**63)),
+    # send_after's broken shapes, and good times that are not later than a good send_after or now.
+    "expires_at": st.one_of(send_after, future_time),
 }  # fmt: skip
 
 
@@ -987,10 +994,19 @@ def _must_refuse(doc: dict[str, Any]) -> bool:
     attempts = doc.get("max_attempts")
     if attempts is not None and (type(attempts) is not int or not 1 <= attempts <= 100):
         return True
+    now = datetime.now(UTC).replace(tzinfo=None)
+    starts = now
     if doc.get("send_after") is not None:
         when = _send_after_utc(doc["send_after"]) if isinstance(doc["send_after"], str) else None
-        now = datetime.now(UTC).replace(tzinfo=None)
         if when is None or not now - timedelta(days=30) < when < now + timedelta(days=366):
+            return True
+        starts = when
+    priority = doc.get("priority")
+    if priority is not None and (type(priority) is not int or not 0 <= priority <= 9):
+        return True
+    if doc.get("expires_at") is not None:
+        expires = _send_after_utc(doc["expires_at"]) if isinstance(doc["expires_at"], str) else None
+        if expires is None or expires <= starts:
             return True
     attachments = doc.get("attachments")
     if attachments is not None:
@@ -1005,7 +1021,7 @@ def _stored_message(repo: OutboxRepository, attempt_id: int) -> tuple[dict[str, 
     cursor = repo.connection.cursor(dictionary=True)
     cursor.execute(
         "SELECT to_address, from_address, subject, text_body, html_body, max_attempts, next_attempt_at,"
-        " message_options, attachment_bytes FROM email_delivery_attempts WHERE id = %s",
+        " message_options, attachment_bytes, priority, expires_at FROM email_delivery_attempts WHERE id = %s",
         (attempt_id,),
     )
     row: dict[str, Any] = cursor.fetchone()
@@ -1068,11 +1084,17 @@ def test_enqueue_message_fuzz_stores_exactly_or_refuses_with_45000(
         assert row["max_attempts"] == (document.get("max_attempts") or 5)
         if document.get("send_after") is not None:
             assert row["next_attempt_at"] == _send_after_utc(document["send_after"])
+        assert row["priority"] == (5 if document.get("priority") is None else document["priority"])
+        expires_at = document.get("expires_at")
+        assert row["expires_at"] == (None if expires_at is None else _send_after_utc(expires_at)), (
+            "stored in UTC"
+        )
         options = json.loads(row["message_options"])
         sent = document.get("attachments") or []
         # A null member means none and is not stored.
         expected = {k: v for k, v in document.items() if v is not None
-                    and k not in ("subject", "text", "html", "attachments", "max_attempts", "send_after")}  # fmt: skip
+                    and k not in ("subject", "text", "html", "attachments", "max_attempts", "send_after",
+                                  "priority", "expires_at")}  # fmt: skip
         assert options == {**expected, "attachment_count": len(sent)}, "message_options as sent"
         assert attachments == [
             {

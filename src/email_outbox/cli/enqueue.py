@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
+from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import visible
 from email_outbox.errors import InvalidInput
+from email_outbox.message import Message
+from email_outbox.models import EnqueueResult
 
 
 def _read_body(inline: str | None, path: str | None, what: str) -> str | None:
@@ -33,7 +36,7 @@ _FLAG_KEYS = ("notification_id", "to", "subject", "text", "html")
 def _json_documents(path: str) -> list[tuple[str, dict[str, Any]]]:
     """(notification_id, message document) per item of a --json file: each item is the document of
     email_enqueue_message plus its notification_id. For files written for the older flat form, a
-    single `to` string becomes a list and a send_after without an offset is taken as UTC."""
+    single `to` string becomes a list and a send_after or expires_at without an offset is taken as UTC."""
     try:
         raw = sys.stdin.read() if path == "-" else Path(path).read_text("utf-8")
         data = json.loads(raw)
@@ -50,24 +53,57 @@ def _json_documents(path: str) -> list[tuple[str, dict[str, Any]]]:
             raise InvalidInput(f"--json: item {n}: notification_id must be a string")
         if isinstance(document.get("to"), str):
             document["to"] = [document["to"]]
-        if isinstance(document.get("send_after"), str):
-            document["send_after"] = _with_offset(document["send_after"])
+        for key in ("send_after", "expires_at"):
+            if isinstance(document.get(key), str):
+                document[key] = _with_offset(document[key], key)
         out.append((notification_id, {k: v for k, v in document.items() if v is not None}))
     return out
 
 
-def _with_offset(value: str) -> str:
+def _with_offset(value: str, what: str) -> str:
+    """An ISO time with its offset; one without is taken as UTC."""
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidInput(f"send_after must be an ISO time (got {value!r})") from None
+        raise InvalidInput(f"{what} must be an ISO time (got {value!r})") from None
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).isoformat()
 
 
-def _send_after(value: str | None) -> datetime | None:
+def _utc(value: str | None, what: str) -> datetime | None:
     if value is None:
         return None
-    return datetime.fromisoformat(_with_offset(value)).astimezone(UTC).replace(tzinfo=None)
+    return datetime.fromisoformat(_with_offset(value, what)).astimezone(UTC).replace(tzinfo=None)
+
+
+def _enqueue_flags(repo: OutboxRepository, args: argparse.Namespace) -> EnqueueResult:
+    """The flag email. The 8-argument email_enqueue has no priority or expiry: one that sets either
+    goes through email_enqueue_message, as the same document a service would send."""
+    text = _read_body(args.text, args.text_file, "text")
+    html = _read_body(args.html, args.html_file, "html")
+    send_after = _utc(args.send_after, "--send-after")
+    if args.priority is None and args.expires_at is None:
+        return repo.enqueue(
+            args.notification_id,
+            args.to,
+            args.subject,
+            text_body=text,
+            html_body=html,
+            from_address=args.from_address,
+            max_attempts=args.max_attempts,
+            send_after=send_after,
+        )
+    message = Message(
+        to=[args.to],
+        subject=args.subject,
+        text=text,
+        html=html,
+        sender=args.from_address,
+        max_attempts=args.max_attempts,
+        send_after=send_after,
+        priority=args.priority,
+        expires_at=_utc(args.expires_at, "--expires-at"),
+    )
+    return repo.enqueue_message(args.notification_id, message.to_json())
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
@@ -85,17 +121,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 raise InvalidInput(
                     "enqueue needs " + ", ".join("--" + m.replace("_", "-") for m in missing) + " (or --json)"
                 )
-            result = repo.enqueue(
-                args.notification_id,
-                args.to,
-                args.subject,
-                text_body=_read_body(args.text, args.text_file, "text"),
-                html_body=_read_body(args.html, args.html_file, "html"),
-                from_address=args.from_address,
-                max_attempts=args.max_attempts,
-                send_after=_send_after(args.send_after),
-            )
-            results.append((args.notification_id, result))
+            results.append((args.notification_id, _enqueue_flags(repo, args)))
     for notification_id, result in results:
         if result.attempt_id is None:
             print(f"{visible(notification_id)}: duplicate of an email deleted by retention (no row left)")
@@ -118,6 +144,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--html-file", help="HTML body from a file")
     p.add_argument("--max-attempts", type=int)
     p.add_argument("--send-after", help="ISO time; default now")
+    p.add_argument("--priority", type=int, help="0-9, higher is claimed first; default 5")
+    p.add_argument("--expires-at", help="ISO time; not sent by then, it ends Failed 'Expired'")
     p.add_argument(
         "--json",
         dest="json_file",

@@ -1,4 +1,4 @@
-"""The operator commands of `email-outbox`: status, list, show, requeue, resolve, redrive, purge-bodies. Every
+"""The operator commands of `email-outbox`: status, list, show, requeue, resolve, redrive, cancel, purge-bodies. Every
 change goes through a stored procedure; the reads are plain SELECTs an operator account may run
 (docs/security.md). `enqueue`, `grant` and `senders` have modules of their own.
 """
@@ -65,9 +65,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         wait = int(parse_duration(args.evidence_wait))
         provider = repo.provider_stats(DAY_SECONDS, wait)
         states = repo.provider_state_counts(DAY_SECONDS)
-        suppressed = repo.count_suppressed_failures(DAY_SECONDS)
+        unsent = repo.unsent_failures(DAY_SECONDS)
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
+    suppressed = unsent["Suppressed"]
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
         print_json(
@@ -83,6 +84,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "suppressed_failures_24h": suppressed,
                 "provider_breaker": asdict(breaker),
                 "send_rate": asdict(send_rate) if send_rate else None,
+                "failed_unsent_24h": unsent,
             }
         )
         return EXIT_OK
@@ -108,6 +110,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(
         f"SES account:             {send_rate.describe() if send_rate else 'no send rate row: run migrate'}"
     )
+    print("Failed unsent, last 24h: " + ", ".join(f"{code} {n}" for code, n in unsent.items()))
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
@@ -148,18 +151,29 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise InvalidInput("--limit must be 1 to 100000")
     with open_repository(args) as repo:
         since = parse_since(args.since, repo.database_time()) if args.since else None
-        rows = repo.list_rows(status, since=since, limit=args.limit)
+        rows = repo.list_rows(status, since=since, limit=args.limit, priority=args.priority)
     if args.json:
         print_json([asdict(r) for r in rows])
     elif rows:
         print(
             table(
-                ["id", "notification_id", "to", "attempts", "last_error", "claimed_by", "created", "updated"],
+                [
+                    "id",
+                    "notification_id",
+                    "to",
+                    "prio",
+                    "attempts",
+                    "last_error",
+                    "claimed_by",
+                    "created",
+                    "updated",
+                ],
                 [
                     [
                         r.id,
                         short(r.notification_id, 40),
                         short(r.to_address, 40),
+                        r.priority,
                         f"{r.attempt_count}/{r.max_attempts}",
                         short(
                             f"{r.last_error_code}: {r.last_error_message}" if r.last_error_code else None, 50
@@ -320,6 +334,27 @@ def cmd_requeue(args: argparse.Namespace) -> int:
     return EXIT_OK if done else EXIT_NOTHING
 
 
+def cmd_cancel(args: argparse.Namespace) -> int:
+    with open_repository(args) as repo:
+        result = repo.cancel(args.notification_id, args.by, args.reason)
+        row = None if result.attempt_id is None else repo.get_row(result.attempt_id)
+    name = visible(args.notification_id)
+    if row is None:
+        print(f"not cancelled: no email with notification id {name}", file=sys.stderr)
+        return EXIT_NOTHING
+    if not result.affected:
+        why = (
+            "its send may have started or be done"
+            if row.status in (Status.PROCESSING, Status.SENT, Status.UNKNOWN_OUTCOME)
+            else "it is already terminal"
+        )
+        print(f"not cancelled: email {row.id} ({name}) is {row.status.value}: {why}", file=sys.stderr)
+        return EXIT_NOTHING
+    source = result.from_status.value if result.from_status else "?"
+    print(f"cancelled email {row.id} ({name}): {source} -> Failed (Cancelled), never sent")
+    return EXIT_OK
+
+
 def cmd_resolve(args: argparse.Namespace) -> int:
     with open_repository(args) as repo:
         affected = repo.resolve_unknown_outcome(args.id, args.outcome, args.by, args.reason, args.message_id)
@@ -416,6 +451,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--since", help="entered that status since: ISO time (UTC) or a duration back (e.g. 2h)")
     p.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
+    p.add_argument("--priority", type=int, choices=range(10), metavar="0-9", help="only this priority")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
@@ -469,6 +505,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--by", required=True, help="your name, written to the audit log")
     p.add_argument("--reason", required=True, help="why, written to the audit log")
     p.set_defaults(func=cmd_redrive)
+
+    p = sub.add_parser(
+        "cancel", help="an email not yet handed to SES -> Failed (Cancelled); exit 1 when nothing changed"
+    )
+    add_dsn(p)
+    p.add_argument("notification_id", help="the caller's notification id")
+    p.add_argument("--by", required=True, help="your name, written to the audit log")
+    p.add_argument("--reason", required=True, help="why, written to the audit log")
+    p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("purge-bodies", help="clear bodies of old terminal emails (rows and ids stay)")
     add_dsn(p)

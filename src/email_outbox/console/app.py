@@ -51,6 +51,10 @@ class ConsoleSettings:
     def can_act(self) -> bool:
         return self.database.can_act and not self.read_only
 
+    @property
+    def can_cancel(self) -> bool:
+        return self.database.can_cancel and not self.read_only
+
 
 # Forms carry a reason and at most --bulk-cap ids: far below this.
 MAX_FORM_BYTES = 256 * 1024
@@ -161,6 +165,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/emails/{attempt_id:int}/requeue", views.requeue, methods=["POST"]),
         Route("/emails/{attempt_id:int}/resolve", views.resolve, methods=["POST"]),
         Route("/emails/{attempt_id:int}/redrive", views.redrive, methods=["POST"]),
+        Route("/emails/{attempt_id:int}/cancel", views.cancel, methods=["POST"]),
         Route("/bulk", views.bulk_form),
         Route("/bulk/preview", views.bulk_preview, methods=["POST"]),
         Route("/bulk/apply", views.bulk_apply, methods=["POST"]),

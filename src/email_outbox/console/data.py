@@ -26,7 +26,7 @@ from email_outbox.errors import (
     TransientDatabaseError,
 )
 from email_outbox.models import BreakerState, DeliveryEvent, QueueHealth, Status
-from email_outbox.schema.grants import CONSOLE_ACTIONS
+from email_outbox.schema.grants import CONSOLE_ACTIONS, CONSOLE_CANCEL
 from email_outbox.ses import PROVIDER
 
 # An idle connection older than this is pinged before it is lent again.
@@ -38,8 +38,8 @@ MAX_PROVIDER_EVENTS = 200
 # Bodies shown in the page (and the HTML frame) are cut here; the row keeps them whole.
 MAX_BODY_CHARS = 1_000_000
 LIST_COLUMNS = (
-    "id, notification_id, to_address, subject, status, attempt_count, max_attempts, last_error_code,"
-    " created_at, updated_at"
+    "id, notification_id, to_address, subject, status, priority, attempt_count, max_attempts,"
+    " last_error_code, created_at, updated_at"
 )
 
 
@@ -50,6 +50,7 @@ class ListedEmail:
     to_address: str
     subject: str
     status: str
+    priority: int
     attempt_count: int
     max_attempts: int
     last_error_code: str | None
@@ -119,13 +120,16 @@ class ConsoleDatabase:
         self._idle: queue.LifoQueue[tuple[float, OutboxRepository]] = queue.LifoQueue(maxsize=idle)
         self.tables: set[str] = set()
         self.can_act = False
+        self.can_cancel = False
         self.flavour = "unknown"
 
     def start(self) -> None:
         """Connects once: what the server is, which optional tables exist, whether this account may act."""
         with self.session() as reads:
             self.tables = reads.visible_tables()
-            self.can_act = set(ACTION_PROCEDURES) <= reads.repo.installed_procedures()
+            installed = reads.repo.installed_procedures()
+            self.can_act = set(ACTION_PROCEDURES) <= installed
+            self.can_cancel = CONSOLE_CANCEL in installed
 
     def _open(self) -> OutboxRepository:
         repo = OutboxRepository.open(self.dsn)
@@ -248,13 +252,19 @@ class ConsoleReads:
         return Overview(health.now, counts, over_cap, health, per_minute, provider, send_rate)
 
     # --- lists --------------------------------------------------------------------------------------
-    def list_status(self, status: Status, before_id: int | None, limit: int) -> Page:
-        """One status, newest first; the next page starts below the last id shown."""
+    def list_status(
+        self, status: Status, before_id: int | None, limit: int, priority: int | None = None
+    ) -> Page:
+        """One status, newest first, of one priority if given; the next page starts below the last id
+        shown."""
         sql = (
             f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts"
             " FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE status = %s"
         )
         args: list[Any] = [status.value]
+        if priority is not None:
+            sql += " AND priority = %s"
+            args.append(priority)
         if before_id is not None:
             sql += " AND id < %s"
             args.append(before_id)
@@ -327,7 +337,7 @@ class ConsoleReads:
         fields = dict(rows[0])
         text_body = fields.pop("text_body", None)
         html_body = fields.pop("html_body", None)
-        for name in ("claim_due_at", "updated_by", "transition_detail"):
+        for name in ("claim_due_at", "claim_rank", "updated_by", "transition_detail"):
             fields.pop(name, None)  # derived, or unused since 0002
         events = self.events(attempt_id)
         return EmailDetail(
@@ -417,6 +427,9 @@ class ConsoleReads:
     # --- actions (the operator procedures) ------------------------------------------------------------
     def requeue(self, attempt_id: int, actor: str, reason: str) -> int:
         return self._retrying(lambda: self.repo.requeue_unknown_outcome(attempt_id, actor, reason))
+
+    def cancel(self, notification_id: str, actor: str, reason: str) -> int:
+        return self._retrying(lambda: self.repo.cancel(notification_id, actor, reason).affected)
 
     def resolve(self, attempt_id: int, outcome: str, actor: str, reason: str, message_id: str | None) -> int:
         return self._retrying(

@@ -45,6 +45,8 @@ NOTICES = {
     "requeued": "Requeued: UnknownOutcome -> Pending. A worker will send it again.",
     "resolved-Sent": "Resolved as Sent.",
     "resolved-Failed": "Resolved as Failed.",
+    "cancelled": "Cancelled: Failed (Cancelled). It will never be handed to SES.",
+    "not-cancelled": "Nothing changed: the email is no longer Pending or Retrying (a worker may have started its send).",
     "unchanged": "Nothing changed: the email is no longer UnknownOutcome (someone got there first).",
     "redriven": "Redriven: Failed -> Pending with a fresh attempt budget. A worker will send it.",
     "not-redriven": "Nothing changed: the email is not Failed, or SES accepted it or may have (a MessageId, an"
@@ -76,6 +78,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         user=user,
         csrf_token=settings.csrf.token(user),
         can_act=settings.can_act,
+        can_cancel=settings.can_cancel,
         statuses=[s.value for s in Status],
         flavour=settings.database.flavour,
     )
@@ -159,6 +162,9 @@ async def email_list(request: Request) -> Response:
         q = params.get("q", "")
         by = params.get("by", "notification_id")
         cursor = params.get("cursor") or None
+        priority = int(params["priority"]) if params.get("priority") else None
+        if priority is not None and not 0 <= priority <= 9:
+            raise InvalidInput("priority must be 0 to 9")
         if len(q) > MAX_SEARCH_CHARS:
             raise InvalidInput(f"search text is limited to {MAX_SEARCH_CHARS} characters")
         if by not in ("notification_id", "recipient"):
@@ -173,7 +179,7 @@ async def email_list(request: Request) -> Response:
         else:
             status = _status(params.get("status") or Status.UNKNOWN_OUTCOME.value)
             before = int(cursor) if cursor else None
-            page = await with_db(request, lambda r: r.list_status(status, before, limit))
+            page = await with_db(request, lambda r: r.list_status(status, before, limit, priority))
     except ValueError:
         return problem(request, InvalidInput("the page cursor or limit is not valid"))
     except OutboxError as exc:
@@ -182,6 +188,8 @@ async def email_list(request: Request) -> Response:
     if page.next_cursor:
         next_query = {"cursor": page.next_cursor, "limit": limit}
         next_query.update({"q": q, "by": by} if q else {"status": status.value if status else ""})
+        if priority is not None and not q:
+            next_query["priority"] = priority
     return render(
         request,
         "list.html",
@@ -189,6 +197,7 @@ async def email_list(request: Request) -> Response:
         status=status.value if status else None,
         q=q,
         by=by,
+        priority=priority,
         next_query=next_query,
         limit=limit,
     )
@@ -291,6 +300,29 @@ async def redrive(request: Request) -> Response:
         return problem(request, exc)
     log.info("redriven by %s: email %s", who, attempt_id)
     return _back(attempt_id, "redriven" if affected else "not-redriven")
+
+
+async def cancel(request: Request) -> Response:
+    """Cancel a Pending or Retrying email (email_cancel): audited with the signed-in user and the reason."""
+    if not request.app.state.settings.can_cancel:
+        return render(
+            request,
+            "message.html",
+            status_code=403,
+            title="Read-only",
+            message="this console may not cancel: read-only, or its database account lacks email_cancel",
+        )
+    attempt_id = int(request.path_params["attempt_id"])
+    form = await request.form()
+    try:
+        reason = _reason(form)
+        who = actor(request)
+        notification_id = (await with_db(request, lambda r: r.email(attempt_id))).fields["notification_id"]
+        affected = await with_db(request, lambda r: r.cancel(str(notification_id), who, reason))
+    except OutboxError as exc:
+        return problem(request, exc)
+    log.info("cancelled by %s: email %s", who, attempt_id)
+    return _back(attempt_id, "cancelled" if affected else "not-cancelled")
 
 
 def _back(attempt_id: int, done: str) -> RedirectResponse:

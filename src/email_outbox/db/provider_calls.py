@@ -109,16 +109,6 @@ class ProviderEventCalls:
         )
         return ProviderState(**{**rows[0], "state": str(rows[0]["state"])}) if rows else None
 
-    def count_suppressed_failures(self, window_seconds: int) -> int:
-        """Emails that ended Failed ('Suppressed') within the window: never handed to SES."""
-        rows = self._select(
-            "SELECT COUNT(*) AS n FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_lease)"
-            " WHERE status = 'Failed' AND last_error_code = 'Suppressed'"
-            " AND updated_at >= UTC_TIMESTAMP(6) - INTERVAL %s SECOND",
-            (window_seconds,),
-        )
-        return int(rows[0]["n"])
-
     def provider_state_counts(self, window_seconds: int) -> dict[str, int]:
         """Emails per latest provider state, among those whose state changed within the window."""
         rows = self._select(

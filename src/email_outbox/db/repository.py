@@ -25,6 +25,7 @@ from email_outbox.models import (
     AllowedSender,
     Attachment,
     BreakerState,
+    CancelResult,
     Candidate,
     ClaimedEmail,
     DeliveryEvent,
@@ -46,7 +47,7 @@ _ROW_COLUMNS = (
     "id, notification_id, to_address, from_address, subject, status, attempt_count, max_attempts,"
     " next_attempt_at, claim_token, claimed_by, claimed_at, lease_expires_at, last_attempt_at,"
     " last_error_code, last_error_message, provider_message_id, sent_at, created_at, updated_at,"
-    " message_options, attachment_bytes"
+    " message_options, attachment_bytes, priority, expires_at"
 )
 
 
@@ -282,7 +283,13 @@ class OutboxRepository(ProviderEventCalls, SendRateCalls):
         )
 
     def sweep_stale_leases(self, limit: int) -> int:
-        return self._affected("email_sweep_stale_leases", limit=limit)
+        """Leases swept (email_sweep_stale_leases also expires rows: see sweep)."""
+        return self.sweep(limit)[0]
+
+    def sweep(self, limit: int) -> tuple[int, int]:
+        """email_sweep_stale_leases: (leases swept, rows expired)."""
+        row = self._call("email_sweep_stale_leases", limit=limit)[0]
+        return int(row["affected"]), int(row["expired"])
 
     def extend_lease(self, attempt_id: int, claim_token: str, lease_seconds: int) -> int:
         return self._affected(
@@ -358,6 +365,24 @@ class OutboxRepository(ProviderEventCalls, SendRateCalls):
         return FailureResult(int(row["affected"]), _status(row["status"])), int(row["started"]) == 1
 
     # --- operators ------------------------------------------------------------------------------
+    def cancel(self, notification_id: str, cancelled_by: str, reason: str) -> CancelResult:
+        """email_cancel: a row not yet handed to SES ends Failed 'Cancelled' (affected 1), else 0."""
+        row = self._call(
+            "email_cancel", notification_id=notification_id, cancelled_by=cancelled_by, reason=reason
+        )[0]
+        attempt_id = row["attempt_id"]
+        return CancelResult(
+            int(row["affected"]),
+            None if attempt_id is None else int(attempt_id),
+            _status(row["from_status"]),
+        )
+
+    def unsent_failures(self, window_seconds: int) -> dict[str, int]:
+        """email_unsent_failure_stats: rows that ended Failed within the window without being handed
+        to SES, by reason (Expired, Cancelled, Suppressed), 0 when none."""
+        rows = self._call("email_unsent_failure_stats", window_seconds=window_seconds)
+        return {str(r["reason"]): int(r["count"]) for r in rows}
+
     def requeue_unknown_outcome(self, attempt_id: int, requeued_by: str, reason: str) -> int:
         return self._affected(
             "email_requeue_unknown_outcome", id=attempt_id, requeued_by=requeued_by, reason=reason
@@ -565,11 +590,15 @@ class OutboxRepository(ProviderEventCalls, SendRateCalls):
         since: datetime | None = None,
         older_than_seconds: float | None = None,
         limit: int = 50,
+        priority: int | None = None,
     ) -> list[DeliveryRow]:
         """Rows in `status`, oldest first; `since`/`older_than_seconds` filter on when the row entered
-        its current state (updated_at), measured on the database clock."""
+        its current state (updated_at), measured on the database clock; `priority` on the priority."""
         sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE status = %s"
         args: list[Any] = [status.value]
+        if priority is not None:
+            sql += " AND priority = %s"
+            args.append(priority)
         if since is not None:
             sql += " AND updated_at >= %s"
             args.append(since)
@@ -676,6 +705,8 @@ def _delivery_row(r: dict[str, Any]) -> DeliveryRow:
         updated_at=r["updated_at"],
         message_options=r.get("message_options"),
         attachment_bytes=int(r.get("attachment_bytes") or 0),
+        priority=int(r.get("priority", 5)),
+        expires_at=r.get("expires_at"),
     )
 
 

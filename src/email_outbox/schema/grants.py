@@ -14,7 +14,8 @@ from typing import Any
 
 from email_outbox.errors import AccountMissing, InvalidInput
 
-ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message")
+# A service cancels its own emails (email_cancel) as it enqueues them.
+ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message", "email_cancel")
 
 WORKER_PROCEDURES = (
     "email_claim_batch",
@@ -35,8 +36,9 @@ WORKER_PROCEDURES = (
     "email_release_claim",
     "email_finalize_batch",
     "email_finalize_and_start",
-    # The queue-depth gauge of /metrics.
+    # The queue-depth gauge of /metrics, and its count of emails failed unsent (expired, cancelled).
     "email_outbox_queue_stats",
+    "email_unsent_failure_stats",
     # The start-up check that the default sender is allowed.
     "email_sender_allowed",
     # The provider breaker shared by every replica (docs/design.md, "Provider outages").
@@ -68,6 +70,8 @@ OPERATOR_PROCEDURES = (
     # `email-outbox enqueue`, the ad-hoc send, and `enqueue --json`.
     "email_enqueue",
     "email_enqueue_message",
+    # `email-outbox cancel` and the console's cancel action.
+    "email_cancel",
     # `email-outbox senders`.
     "email_sender_add",
     "email_sender_remove",
@@ -81,6 +85,7 @@ OPERATOR_PROCEDURES = (
     "email_redrive_failed",
     "email_redrive_failed_batch",
     "email_breaker_state",
+    "email_unsent_failure_stats",
     # The send rate and daily quota of `status` and the console.
     "email_send_rate_status",
 )
@@ -119,7 +124,10 @@ VIEWER_PROCEDURES = (
 # the operator's set (enqueue, the allow-list, suppression, purge): a console, or its DSN file, in the
 # wrong hands cannot send mail or change who may.
 CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome", "email_redrive_failed")
-CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS)
+# The console's cancel action on Pending and Retrying emails. Apart from CONSOLE_ACTIONS: a console
+# account granted before it existed keeps its other actions, and offers cancel once granted again.
+CONSOLE_CANCEL = "email_cancel"
+CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS, CONSOLE_CANCEL)
 
 ROLES: dict[str, tuple[str, ...]] = {
     "enqueuer": ENQUEUER_PROCEDURES,

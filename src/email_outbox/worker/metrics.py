@@ -32,13 +32,14 @@ from prometheus_client.registry import Collector
 
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import PAUSED_DAILY_QUOTA, RateSlice
-from email_outbox.errors import OutboxError
+from email_outbox.errors import AccessDenied, OutboxError
 from email_outbox.models import Status, StatusCount
 from email_outbox.worker.stats import Distribution, WorkerStats
 
 log = logging.getLogger("email_outbox.worker.metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+UNSENT_WINDOW_SECONDS = 86_400
 
 
 @dataclass
@@ -46,6 +47,8 @@ class QueueSnapshot:
     counts: list[StatusCount] = field(default_factory=list)
     database_now: datetime | None = None
     sampled_at: float = 0.0
+    # Emails failed in the last 24 h without being handed to SES, by reason (email_unsent_failure_stats).
+    unsent_failures: dict[str, int] = field(default_factory=dict)
 
     def oldest_due_age_seconds(self) -> float:
         due = [
@@ -164,6 +167,14 @@ class WorkerCollector(Collector):
             for c in snapshot.counts:
                 depth.add_metric([c.status.value], c.count)
             yield depth
+            yield _labelled(
+                GaugeMetricFamily,
+                "email_outbox_failed_unsent_24h",
+                "Emails that ended Failed in the last 24 h without being handed to SES, by reason"
+                " (Expired, Cancelled, Suppressed; email_unsent_failure_stats)",
+                "reason",
+                snapshot.unsent_failures,
+            )
             yield GaugeMetricFamily(
                 "email_outbox_oldest_due_age_seconds",
                 "How long the oldest due Pending/Retrying row has waited (database clock)",
@@ -244,8 +255,14 @@ class QueueSampler:
 
     def sample(self, repo: OutboxRepository) -> None:
         counts = repo.queue_stats()
+        try:
+            unsent = repo.unsent_failures(UNSENT_WINDOW_SECONDS)
+        except AccessDenied:
+            # A worker account granted before email_unsent_failure_stats existed: the queue depth
+            # still counts; `email-outbox grant worker` again adds the rest.
+            unsent = {}
         now = repo.database_time()
-        self.latest = QueueSnapshot(counts, now, time.monotonic())
+        self.latest = QueueSnapshot(counts, now, time.monotonic(), unsent_failures=unsent)
 
     def _run(self) -> None:
         repo: OutboxRepository | None = None

@@ -1,0 +1,36 @@
+-- Internal: inside email_internal_claim_batch's transaction, right after the locking read. Rows just
+-- locked for the claim (email_claim_batch_ids) whose expires_at has passed end Failed ('Expired',
+-- never handed to SES, no attempt counted), audited in one statement, and leave the id list, so the
+-- claim neither takes nor returns them. Nearly always there is none: one join over the locked ids.
+CREATE PROCEDURE email_internal_fail_expired_claims(
+  IN p_now DATETIME(6),
+  IN p_actor VARCHAR(191) CHARACTER SET utf8mb4
+)
+MODIFIES SQL DATA
+SQL SECURITY DEFINER
+BEGIN
+  -- The events first: they read expires_at and the claimed-from status of rows still Pending or Retrying.
+  INSERT INTO email_delivery_events
+    (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+  SELECT c.id, p_now, c.from_status, 'Failed', NULL, p_actor, SESSION_USER(),
+         CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
+    FROM email_claim_batch_ids c
+         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+   WHERE a.expires_at <= p_now
+   ORDER BY c.id;
+  IF ROW_COUNT() > 0 THEN
+    UPDATE email_claim_batch_ids c
+           STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+       SET a.status = 'Failed',
+           a.last_error_code = 'Expired',
+           a.last_error_message = CONCAT('not sent: expired at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'),
+           a.claimed_from_status = NULL,
+           a.row_version = a.row_version + 1,
+           a.updated_at = p_now
+     WHERE a.expires_at <= p_now
+       AND a.status IN ('Pending', 'Retrying');
+    DELETE c FROM email_claim_batch_ids c
+           STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+     WHERE a.expires_at <= p_now;
+  END IF;
+END
