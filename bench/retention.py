@@ -221,6 +221,17 @@ def main(argv: list[str] | None = None) -> int:
         assert match, with_retention["output"]
         deleted, run_seconds = int(match.group(1)), float(match.group(2))
         due_left = count(dsn, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'")
+        tombstones = count(dsn, "SELECT COUNT(*) FROM email_notification_tombstones")
+        conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+        cur = conn.cursor()
+        cur.execute("ANALYZE TABLE email_notification_tombstones")  # fresh sizes in information_schema
+        cur.fetchall()
+        conn.close()
+        tombstone_bytes = count(
+            dsn,
+            "SELECT DATA_LENGTH + INDEX_LENGTH FROM information_schema.TABLES"
+            " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'email_notification_tombstones'",
+        )
         results = {
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "server": server.version(),
@@ -234,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             "send_ms": SEND_MS,
             "pause_ms": args.pause_ms,
             "due_left": due_left,
+            "tombstones": tombstones,
+            "tombstone_bytes_each": tombstone_bytes / max(1, tombstones),
             "with": with_retention,
             "without": without,
         }
@@ -241,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         shutil.rmtree(base / "db", ignore_errors=True)  # gigabytes at full size
     print(f"retention: {results['with']['output']}")
+    print(
+        f"tombstones: {results['tombstones']:,}, {results['tombstone_bytes_each']:.0f} bytes each (row and index)"
+    )
     print(f"due rows left after both phases: {results['due_left']:,} (0 would mean the senders ran dry)")
     print(
         f"deleted {deleted:,} of {rows:,} rows in {results['retention_s']:.1f}s ({results['deleted_per_s']:,.0f} rows/s)"
