@@ -80,6 +80,14 @@ def test_an_outage_of_503s_then_refused_connections_fails_nothing_and_sends_ever
             before, down_at = sends(port), time.monotonic()
             endpoint.outage("503")
             wait_until(lambda: repo.breaker_state("ses").state != "closed", 30, "the breaker to open")
+            wait_until(
+                lambda: (
+                    metric(scrape(port), "email_outbox_provider_last_error", code="ServiceUnavailable") == 1
+                ),
+                10,
+                "/metrics to show the provider down and why",
+            )
+            assert metric(scrape(port), "email_outbox_provider_down_since_timestamp_seconds") > 0
             time.sleep(3)  # the outage goes on: the probes meet 503s
             endpoint.outage("refused")
             time.sleep(3)  # ... then refused connections

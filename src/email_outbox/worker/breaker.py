@@ -194,6 +194,7 @@ class Breaker:
             self._state = state.state
             self._stats.breaker_state = state.state
             self._stats.breaker_down_since = state.since if state.down else None
+            self._stats.breaker_last_error = state.last_error_code if state.down else None
             if state.down and state.probe_at is not None:
                 self._probe_due_at = now + max(0.0, (state.probe_at - state.database_time).total_seconds())
             if not state.down:

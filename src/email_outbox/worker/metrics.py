@@ -83,6 +83,7 @@ class WorkerCollector(Collector):
             last_db, last_loop = s.last_db_success, s.last_loop
             breaker, breaker_state, down_since = dict(s.breaker), s.breaker_state, s.breaker_down_since
             send_rate = s.send_rate
+            last_error = s.breaker_last_error
 
         yield _labelled(
             CounterMetricFamily,
@@ -134,6 +135,14 @@ class WorkerCollector(Collector):
             "When the provider was seen down (Unix time, UTC), while the breaker is not closed; 0 otherwise",
             value=down_since.replace(tzinfo=UTC).timestamp() if down_since else 0,
         )
+        error = GaugeMetricFamily(
+            "email_outbox_provider_last_error",
+            "1, labelled with the error code that keeps the provider breaker open; absent while closed",
+            labels=["code"],
+        )
+        if down_since and last_error:
+            error.add_metric([last_error], 1)
+        yield error
         yield _labelled(
             CounterMetricFamily,
             "email_outbox_provider_breaker_events",

@@ -58,6 +58,7 @@ class WorkerStats:
     breaker: Counter[str] = field(default_factory=Counter)
     breaker_state: str = "closed"
     breaker_down_since: datetime | None = None
+    breaker_last_error: str | None = None
     claims: int = 0
     claimed_rows: int = 0
     claim_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
