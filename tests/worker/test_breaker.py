@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import ConfigError
 from email_outbox.models import ClaimedEmail
 from email_outbox.ses.classify import Decision, Outcome
 from email_outbox.worker.actions import DelayPolicy, Step, action_for
@@ -134,3 +137,12 @@ def test_one_probe_among_replicas_and_its_answer_closes_it_for_all(
     assert repo.breaker_state("ses").state == "closed"
     clock.tick()
     assert a.claim_limit(8) == 8 and b.claim_limit(8) == 8
+
+
+def test_the_rule_settings_are_checked_and_zero_turns_the_breaker_off() -> None:
+    off = load_config({"dsn": "mysql://u@h/db", "breaker_failures": "0"}, {})
+    assert off.breaker_failures == 0 and off.breaker_distinct_emails == 3
+    with pytest.raises(ConfigError, match="BREAKER_DISTINCT_EMAILS"):
+        load_config({"dsn": "mysql://u@h/db", "breaker_failures": "2", "breaker_distinct_emails": "3"}, {})
+    with pytest.raises(ConfigError, match="BREAKER_PROBE_SECONDS"):
+        load_config({"dsn": "mysql://u@h/db", "breaker_probe_seconds": "0.5"}, {})

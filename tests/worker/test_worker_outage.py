@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from email_outbox.cli.main import main
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.models import Status
@@ -145,3 +146,32 @@ def test_one_email_failing_on_its_own_still_uses_its_attempts_and_ends_failed(
     assert result.by_status[Status.SENT] == arrivals.count
     assert metric(samples, "email_outbox_provider_breaker_events_total", event="opened") == 0
     assert repo.breaker_state("ses").since is None, "the breaker never opened"
+
+
+@pytest.mark.slow
+def test_emails_failed_in_an_outage_are_redriven_and_sent_once_under_the_same_notification_id(
+    dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
+    """With the breaker off, an outage uses up the attempts and the emails end Failed, as before this
+    release; `email-outbox redrive` gives them back and a worker sends each once."""
+    endpoint.outage("503")
+    for i in range(6):
+        repo.enqueue(f"victim-{i}", f"v{i}@example.com", "s", text_body="x", max_attempts=2)
+    flags = {**OUTAGE_WORKER, "breaker_failures": 0}
+    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", **flags)
+    try:
+        wait_until(lambda: counts(repo)[Status.FAILED] == 6, 60, "the outage to fail every email")
+        endpoint.outage(None)
+        reason = "SES outage, breaker off"
+        assert main(["redrive", "--dsn", dsn.url(), "--failed-since", "1h", "--error-code",
+                     "ServiceUnavailable", "--by", "ops", "--reason", reason]) == 0  # fmt: skip
+        wait_until(lambda: counts(repo)[Status.SENT] == 6, 60, "the redriven emails to be sent")
+    finally:
+        assert worker.terminate() == 0
+    result = account(repo, endpoint, 6)
+    assert result.duplicates == 0 and result.by_status[Status.SENT] == 6
+    for i in range(6):
+        row = repo.get_row_by_notification_id(f"victim-{i}")
+        assert row.attempt_count == 1, "a fresh budget: the send after the redrive was its first attempt"
+        path = [(e.from_status, e.to_status, e.actor) for e in repo.events(row.id)]
+        assert (Status.FAILED, Status.PENDING, "ops") in path

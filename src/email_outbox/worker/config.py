@@ -301,7 +301,9 @@ def validate(c: WorkerConfig) -> None:
     )
     _check(0 <= c.breaker_failures <= 1000, f"{env_name('breaker_failures')} must be 0 to 1000")
     _check(
-        1 <= c.breaker_distinct_emails <= max(c.breaker_failures, 1),
+        # With the breaker off (0 failures) the count of emails is not used.
+        c.breaker_distinct_emails >= 1
+        and (c.breaker_failures == 0 or c.breaker_distinct_emails <= c.breaker_failures),
         f"{env_name('breaker_distinct_emails')} must be 1 to {env_name('breaker_failures')}",
     )
     _check(
