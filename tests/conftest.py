@@ -17,6 +17,8 @@ from email_outbox.db.repository import OutboxRepository
 from tests.support.harness import TestServer, start_private_test_server, start_test_server
 
 _server: TestServer | None = None
+# Read when the server starts: at the end of a run the server may be gone (a test killed it).
+_server_line: str | None = None
 _names = itertools.count(1)
 ROLE_PASSWORD = "s3cret-Pass"
 # tests/contract/test_other_languages.py: language -> "ran" or "SKIP: reason", printed at the end of the run.
@@ -24,9 +26,12 @@ OTHER_LANGUAGES = pytest.StashKey[dict[str, str]]()
 
 
 def get_test_server() -> TestServer:
-    global _server
+    global _server, _server_line
     if _server is None:
         _server = start_test_server()
+        _server_line = (
+            f"database: {_server.kind}, server version {_server.version}, at {_server.admin.redacted()}"
+        )
     return _server
 
 
@@ -49,10 +54,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if _server is not None:
-        terminalreporter.write_line(
-            f"database: {_server.kind}, server version {_server.version}, at {_server.admin.redacted()}"
-        )
+    if _server_line is not None:
+        terminalreporter.write_line(_server_line)
     outcomes = config.stash.get(OTHER_LANGUAGES, {})
     if outcomes:
         ran = [language for language, outcome in outcomes.items() if outcome == "ran"]
