@@ -31,6 +31,7 @@ BEGIN
   DECLARE v_status VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_to_status VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_notification_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_id_account VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_first_entry BIGINT UNSIGNED;
   DECLARE v_end INT DEFAULT 0;
   DECLARE v_erased INT DEFAULT 0;
@@ -151,7 +152,7 @@ BEGIN
       LEAVE each_row;
     END IF;
     SET v_status = NULL;
-    SELECT status, notification_id INTO v_status, v_notification_id
+    SELECT status, notification_id, account INTO v_status, v_notification_id, v_id_account
       FROM email_delivery_attempts FORCE INDEX (PRIMARY) WHERE id = v_id FOR UPDATE;
     IF v_end = 1 THEN
       -- deleted meanwhile (retention): nothing left of it to erase
@@ -176,7 +177,7 @@ BEGIN
       IF LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(v_notification_id) COLLATE utf8mb4_bin) > 0 THEN
         -- The id named the address: a retry of it is still a duplicate, as after retention.
         INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-        VALUES ('', UNHEX(SHA2(v_notification_id, 256)), DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
+        VALUES (v_id_account, UNHEX(SHA2(v_notification_id, 256)), DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
         ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until));
       END IF;
       DELETE FROM email_attachments WHERE attempt_id = v_id;

@@ -2,6 +2,9 @@
 -- email_enqueue_message. Runs inside the caller's unit of work (email_internal_begin); writes the row
 -- and its 'enqueued' event, or on a duplicate notification_id nothing, and reports the existing id
 -- (NULL when the earlier row was deleted by retention and only its tombstone is left).
+-- Notification ids are per enqueuing account (the database user name of SESSION_USER(), stored in
+-- `account`): the same id from another account is another email, never this account's duplicate. A
+-- legacy row or tombstone (account '', from before migration 0010) still answers any account.
 -- p_where names the public procedure in errors. A row sent with a stored template (p_template = 1)
 -- needs no body. p_message_options and p_attachment_bytes come checked from email_enqueue_message;
 -- p_priority (NULL: 5) and p_expires_at (NULL: never) are checked here.
@@ -31,6 +34,8 @@ BEGIN
   DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_tombstone INT DEFAULT 0;
   DECLARE v_message VARCHAR(300) CHARACTER SET utf8mb4;
+  DECLARE v_account VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT SUBSTRING_INDEX(SESSION_USER(), '@', 1);
+  DECLARE v_legacy BIGINT UNSIGNED DEFAULT NULL;
   -- The duplicate key is an answer, not an error.
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
 
@@ -86,40 +91,51 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
 
-  INSERT INTO email_delivery_attempts
-    (notification_id, to_address, from_address, subject, text_body, html_body, status,
-     max_attempts, next_attempt_at, created_at, updated_at, message_options, attachment_bytes, priority, expires_at)
-  VALUES
-    (p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
-     COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now, p_message_options,
-     COALESCE(p_attachment_bytes, 0), COALESCE(p_priority, 5), p_expires_at);
-
-  IF v_duplicate = 0 THEN
-    SET p_attempt_id = LAST_INSERT_ID();
-    -- Retention deleted an earlier row with this id less than its keep_ids_days ago (email_retention):
-    -- still a duplicate, with no row to name. Checked after the insert, with a locking read: an insert
-    -- that waited on the old row's delete succeeds only once that delete (and the tombstone written in
-    -- the same transaction) has committed, which a check before the insert could miss.
-    SELECT COUNT(*) INTO v_tombstone FROM email_notification_tombstones
-     WHERE account = '' AND id_hash = UNHEX(SHA2(p_notification_id, 256)) AND keep_until >= DATE(v_now)
-     LOCK IN SHARE MODE;
-    IF v_tombstone > 0 THEN
-      DELETE FROM email_delivery_attempts WHERE id = p_attempt_id;
-      SET v_duplicate = 1, p_attempt_id = NULL;
-    END IF;
-  END IF;
-  IF v_duplicate = 0 THEN
-    SET p_affected = 1;
-    CALL email_internal_record_event(p_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
-    -- To a suppressed address, the new row ends Failed at once and is never sent.
-    CALL email_internal_fail_if_suppressed(p_attempt_id, v_now, SESSION_USER(), v_suppressed);
-  ELSEIF v_tombstone > 0 THEN
-    SET p_affected = 0;
+  -- A row from before ids were per account, whose account is unknown, keeps answering as before.
+  -- A plain read: a locking one would take a gap lock on every new id and deadlock concurrent inserts.
+  SELECT MAX(id) INTO v_legacy FROM email_delivery_attempts
+   WHERE notification_id = p_notification_id COLLATE utf8mb4_bin AND account = '';
+  IF v_legacy IS NOT NULL THEN
+    SET p_affected = 0, p_attempt_id = v_legacy;
   ELSE
-    SET p_affected = 0;
-    -- A locking read sees the committed row even when the caller's snapshot predates it.
-    SELECT id INTO p_attempt_id FROM email_delivery_attempts
-     WHERE notification_id = p_notification_id COLLATE utf8mb4_bin
-     LOCK IN SHARE MODE;
+    INSERT INTO email_delivery_attempts
+      (account, notification_id, to_address, from_address, subject, text_body, html_body, status,
+       max_attempts, next_attempt_at, created_at, updated_at, message_options, attachment_bytes, priority,
+       expires_at)
+    VALUES
+      (v_account, p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
+       COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now, p_message_options,
+       COALESCE(p_attachment_bytes, 0), COALESCE(p_priority, 5), p_expires_at);
+
+    IF v_duplicate = 0 THEN
+      SET p_attempt_id = LAST_INSERT_ID();
+      -- Retention deleted an earlier row with this id of this account (or a legacy one) less than its
+      -- keep_ids_days ago (email_retention): still a duplicate, with no row to name. Checked after the
+      -- insert, with a locking read: an insert that waited on the old row's delete succeeds only once
+      -- that delete (and the tombstone written in the same transaction) has committed, which a check
+      -- before the insert could miss.
+      SELECT COUNT(*) INTO v_tombstone FROM email_notification_tombstones
+       WHERE account IN (v_account, '') AND id_hash = UNHEX(SHA2(p_notification_id, 256))
+         AND keep_until >= DATE(v_now)
+       LOCK IN SHARE MODE;
+      IF v_tombstone > 0 THEN
+        DELETE FROM email_delivery_attempts WHERE id = p_attempt_id;
+        SET v_duplicate = 1, p_attempt_id = NULL;
+      END IF;
+    END IF;
+    IF v_duplicate = 0 THEN
+      SET p_affected = 1;
+      CALL email_internal_record_event(p_attempt_id, v_now, NULL, 'Pending', NULL, SESSION_USER(), 'enqueued');
+      -- To a suppressed address, the new row ends Failed at once and is never sent.
+      CALL email_internal_fail_if_suppressed(p_attempt_id, v_now, SESSION_USER(), v_suppressed);
+    ELSEIF v_tombstone > 0 THEN
+      SET p_affected = 0;
+    ELSE
+      SET p_affected = 0;
+      -- A locking read sees the committed row even when the caller's snapshot predates it.
+      SELECT id INTO p_attempt_id FROM email_delivery_attempts
+       WHERE notification_id = p_notification_id COLLATE utf8mb4_bin AND account = v_account
+       LOCK IN SHARE MODE;
+    END IF;
   END IF;
 END

@@ -209,7 +209,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         row = (
             repo.get_row(args.id)
             if args.id is not None
-            else repo.get_row_by_notification_id(args.notification_id)
+            else repo.get_row_by_notification_id(args.notification_id, args.account)
         )
         events = repo.events(row.id)
         attachments = repo.attachments_of(row.id)
@@ -459,6 +459,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_dsn(p)
     p.add_argument("id", nargs="?", type=int, help="the outbox id (attempt id)")
     p.add_argument("--notification-id", help="look up by the caller's notification id instead")
+    p.add_argument(
+        "--account",
+        help="with --notification-id: the database user name that enqueued it (ids are per account)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_show)
 

@@ -280,7 +280,7 @@ class ConsoleReads:
         finds them; the cursor is the (value, id) pair of the last row shown."""
         column = {"notification_id": "notification_id", "recipient": "to_address"}[by]
         index = {
-            "notification_id": "uq_email_delivery_attempts_notification_id",
+            "notification_id": "uq_email_delivery_attempts_notification_account",
             "recipient": "ix_email_delivery_attempts_to_id",
         }[by]
         sql = f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts FORCE INDEX ({index}) WHERE {column} {LIKE_PREFIX}"

@@ -20,7 +20,7 @@ from email_outbox.db.connection import DRIVER_ERRORS, Connection, connect, first
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.send_rate_calls import SendRateCalls
-from email_outbox.errors import NotFound
+from email_outbox.errors import InvalidInput, NotFound
 from email_outbox.models import (
     AllowedSender,
     Attachment,
@@ -574,13 +574,22 @@ class OutboxRepository(ProviderEventCalls, SendRateCalls):
             (attempt_id,),
         )
 
-    def get_row_by_notification_id(self, notification_id: str) -> DeliveryRow:
-        rows = self._select(
-            f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE notification_id = %s",
-            (notification_id,),
-        )
+    def get_row_by_notification_id(self, notification_id: str, account: str | None = None) -> DeliveryRow:
+        """The row of `notification_id`; ids are per enqueuing account, so with two accounts using the
+        same id the caller must name the account (its database user name)."""
+        sql = f"SELECT {_ROW_COLUMNS}, account FROM email_delivery_attempts WHERE notification_id = %s"
+        args: tuple[str, ...] = (notification_id,)
+        if account is not None:
+            sql += " AND account = %s"
+            args += (account,)
+        rows = self._select(sql + " ORDER BY id", args)
         if not rows:
             raise NotFound(f"no email with notification id {notification_id!r}")
+        if len(rows) > 1:
+            owners = ", ".join(repr(r["account"]) for r in rows)
+            raise InvalidInput(
+                f"notification id {notification_id!r} was enqueued by several accounts ({owners}): name one with --account"
+            )
         return _delivery_row(rows[0])
 
     def list_rows(
