@@ -11,15 +11,12 @@ import http.server
 import math
 import os
 import shutil
-import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
@@ -29,7 +26,7 @@ from tests.support.console_support import (
     XSS_NOTIFICATION_ID,
     XSS_SUBJECT,
     XSS_TEXT,
-    ConsoleUnderTest,
+    Served,
     hostile_row,
     make_console,
     message_with_attachments,
@@ -46,43 +43,6 @@ if not Path(CHROMIUM).exists():
         allow_module_level=True,
     )
 PWNED = "() => Object.keys(window).filter(k => k.startsWith('__pwned'))"
-
-
-def wait_for(condition: Any, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
-def free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-class Served:
-    """The console on uvicorn in a thread, on a free loopback port."""
-
-    def __init__(self, console: ConsoleUnderTest) -> None:
-        self.console = console
-        self.sock = free_socket()
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(console.app, log_level="warning", proxy_headers=False, lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> Served:
-        self.thread.start()
-        wait_for(lambda: self.server.started, what="uvicorn to start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")

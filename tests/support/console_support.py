@@ -3,9 +3,14 @@ rows in each state (one of them a hostile email whose every text field carries a
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import uvicorn
 from starlette.applications import Starlette
 
 from email_outbox.console.app import ConsoleSettings, create_app
@@ -103,3 +108,40 @@ def message_with_attachments(repo: OutboxRepository) -> int:
     )
     result = enqueue_message(repo.connection, f"inv-{token()}", message)
     return result.attempt_id
+
+
+def wait_for(condition: Any, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+class Served:
+    """The console on uvicorn in a thread, on a free loopback port."""
+
+    def __init__(self, console: ConsoleUnderTest) -> None:
+        self.console = console
+        self.sock = free_socket()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(console.app, log_level="warning", proxy_headers=False, lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        wait_for(lambda: self.server.started, what="uvicorn to start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()

@@ -47,8 +47,12 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
         )
     if sum(modes) > 1:
         raise ConfigError("choose one of --users-file, --trusted-user-header and --insecure-no-auth")
-    if args.trusted_proxy and not args.trusted_user_header:
-        raise ConfigError("--trusted-proxy goes with --trusted-user-header")
+    if args.trusted_proxy and args.insecure_no_auth:
+        raise ConfigError("--trusted-proxy goes with --users-file or --trusted-user-header")
+    try:
+        proxies = [ipaddress.ip_network(c, strict=False) for c in args.trusted_proxy or ()]
+    except ValueError as exc:
+        raise ConfigError(f"--trusted-proxy: {exc}") from None
     authenticator: Authenticator
     if args.users_file:
         users = UsersFile.load(args.users_file)
@@ -67,10 +71,6 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
             raise ConfigError(
                 "--trusted-user-header needs --trusted-proxy CIDR: the header is honoured only from the proxy"
             )
-        try:
-            proxies = [ipaddress.ip_network(c, strict=False) for c in args.trusted_proxy]
-        except ValueError as exc:
-            raise ConfigError(f"--trusted-proxy: {exc}") from None
         authenticator = TrustedHeader(args.trusted_user_header, proxies)
     else:
         if not is_loopback(host):
@@ -92,6 +92,7 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
         public_origins=public_origins,
         allowed_hosts=loopback_hosts(port, public_origins) if is_loopback(host) else None,
         bulk_cap=args.bulk_cap,
+        trusted_proxies=proxies,
     )
     return settings, host, port
 
@@ -155,7 +156,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--trusted-proxy",
         action="append",
         metavar="CIDR",
-        help="the proxy's network; the header is honoured from there only (repeatable)",
+        help="the proxy's network (repeatable): --trusted-user-header is honoured from there only; with"
+        " --users-file, failed logins count per client address it reports in X-Forwarded-For",
     )
     p.add_argument(
         "--insecure-no-auth",

@@ -4,13 +4,15 @@ headers), and the pages. `create_app(settings)` is the one entry point.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
+import anyio
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -20,9 +22,9 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from email_outbox.console import views
-from email_outbox.console.auth import Authenticator, basic_credentials
+from email_outbox.console.auth import Authenticator, BasicAuth, basic_credentials
 from email_outbox.console.data import ConsoleDatabase
-from email_outbox.console.login_limit import FailedLogins
+from email_outbox.console.login_limit import FailedLogins, client_address
 from email_outbox.console.security import CsrfTokens, cross_origin_reason, page_headers
 
 log = logging.getLogger("email_outbox.console")
@@ -46,6 +48,12 @@ class ConsoleSettings:
     bulk_cap: int = 500
     csrf: CsrfTokens = field(default_factory=CsrfTokens)
     failures: FailedLogins = field(default_factory=lambda: FailedLogins())
+    # The TLS proxy in front (--trusted-proxy): failed logins count per client address it reports.
+    trusted_proxies: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network] = ()
+    # Password checks running at once: each scrypt check at N = 2^17 holds 128 MiB.
+    password_checks: anyio.Semaphore = field(default_factory=lambda: anyio.Semaphore(MAX_PASSWORD_CHECKS))
+    # Tries from a client past its limits: one at a time for the whole console.
+    over_limit_lane: anyio.Lock = field(default_factory=anyio.Lock)
 
     @property
     def can_act(self) -> bool:
@@ -55,6 +63,11 @@ class ConsoleSettings:
     def can_cancel(self) -> bool:
         return self.database.can_cancel and not self.read_only
 
+
+# At most this many scrypt checks at once (128 MiB each), however many requests arrive.
+MAX_PASSWORD_CHECKS = 2
+# How long a login waits for a password check before it is answered 503 (retry).
+PASSWORD_CHECK_WAIT_SECONDS = 10.0
 
 # Forms carry a reason and at most --bulk-cap ids: far below this.
 MAX_FORM_BYTES = 256 * 1024
@@ -101,19 +114,9 @@ class Guard(BaseHTTPMiddleware):
             return PlainTextResponse(
                 "refused: this console is not served under that host name", status_code=421
             )
-        peer = request.client.host if request.client else ""
-        credentials = basic_credentials(request)
-        if credentials is not None and not settings.failures.start(peer, credentials[0]):
-            return PlainTextResponse(
-                "too many failed logins from your address: wait a minute", status_code=429
-            )
-        # The password check is a deliberately slow hash: off the event loop.
-        user = await run_in_threadpool(settings.authenticator.user, request)
-        if credentials is not None:
-            if user is None:
-                settings.failures.failed(peer)
-            else:
-                settings.failures.succeeded(peer, credentials[0])
+        user = await _authenticated_user(request, settings)
+        if isinstance(user, Response):
+            return user
         if user is None:
             if settings.authenticator.challenge:
                 return PlainTextResponse(
@@ -143,6 +146,49 @@ class Guard(BaseHTTPMiddleware):
                 "refused: missing or stale csrf_token (reload the page)", status_code=403
             )
         return None
+
+
+async def _authenticated_user(request: Request, settings: ConsoleSettings) -> str | Response | None:
+    """The request's user, None (not authenticated), or a refusal. HTTP Basic goes through the limiter:
+    a try counts against its client from its start; within the limits it is checked as usual, past
+    them it waits for the one over-limit check at a time, and a correct password still gets in."""
+    authenticator = settings.authenticator
+    if not isinstance(authenticator, BasicAuth):
+        return authenticator.user(request)
+    credentials = basic_credentials(request)
+    if credentials is None:
+        return None
+    name, password = credentials
+    if authenticator.remembered(name, password):
+        return name
+    peer = request.client.host if request.client else ""
+    client = client_address(peer, request.headers.getlist("x-forwarded-for"), settings.trusted_proxies)
+    within = settings.failures.start(client, name)
+    try:
+        with anyio.fail_after(PASSWORD_CHECK_WAIT_SECONDS):
+            if not within:
+                await settings.over_limit_lane.acquire()
+            try:
+                await settings.password_checks.acquire()
+            except BaseException:
+                if not within:
+                    settings.over_limit_lane.release()
+                raise
+    except TimeoutError:
+        return PlainTextResponse("busy checking passwords: try again in a moment", status_code=503)
+    try:
+        # A deliberately slow hash: off the event loop.
+        correct = await run_in_threadpool(authenticator.verify, name, password)
+    finally:
+        settings.password_checks.release()
+        if not within:
+            settings.over_limit_lane.release()
+    if correct:
+        settings.failures.succeeded(client, name)
+        return name
+    if not within:
+        return PlainTextResponse("too many failed logins from your address: wait a minute", status_code=429)
+    return None
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:

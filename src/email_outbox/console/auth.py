@@ -50,19 +50,27 @@ class BasicAuth(Authenticator):
         if credentials is None:
             return None
         name, password = credentials
-        key = hashlib.sha256(f"{name}:{password}".encode()).digest()
-        now = time.monotonic()
+        return name if self.remembered(name, password) or self.verify(name, password) else None
+
+    def remembered(self, name: str, password: str) -> bool:
+        """Whether this name and password were verified within the last few minutes (cheap)."""
         with self._lock:
-            until = self._verified.get(key)
-        if until is not None and until > now:
-            return name
+            until = self._verified.get(_remember_key(name, password))
+        return until is not None and until > time.monotonic()
+
+    def verify(self, name: str, password: str) -> bool:
+        """The slow check against the users file; a success is remembered."""
         if not self.users.verify(name, password):
-            return None
+            return False
         with self._lock:
             if len(self._verified) > 10_000:
                 self._verified.clear()
-            self._verified[key] = now + self.remember_seconds
-        return name
+            self._verified[_remember_key(name, password)] = time.monotonic() + self.remember_seconds
+        return True
+
+
+def _remember_key(name: str, password: str) -> bytes:
+    return hashlib.sha256(f"{name}:{password}".encode()).digest()
 
 
 def basic_credentials(request: Request) -> tuple[str, str] | None:
@@ -87,7 +95,11 @@ class TrustedHeader(Authenticator):
         peer = request.client.host if request.client else None
         if peer is None or not peer_in(peer, self.proxies):
             return None
-        name = request.headers.get(self.header, "").strip()
+        # Sent twice, the header would name whoever comes first to one reader and last to another.
+        values = request.headers.getlist(self.header)
+        if len(values) != 1:
+            return None
+        name = values[0].strip()
         return name if USER_NAME.match(name) else None
 
 

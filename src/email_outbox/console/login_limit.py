@@ -1,11 +1,14 @@
-"""How many failed logins the console takes before a client must wait.
+"""How many password checks a client gets before its checks go one at a time.
 
-Counted over a minute, per user at an address and per address; an IPv6 address counts by its /64,
-which one client usually holds whole. Past `per_user` failures that user waits it out from that
-address, so someone guessing one password behind a shared proxy or NAT does not lock everyone else
-out; past `per_address` failures (guesses spread over many names) everyone at the address waits. A
-login counts against its user from the moment it starts, so a burst of parallel guesses is held to
-the limit too, and a login that succeeds takes its count back.
+Counted over a minute, per user at a client address and per client address; an IPv6 address counts
+by its /64, which one client usually holds whole. The client address is the TCP peer, or behind
+`--trusted-proxy` the address the proxy reports (`client_address`), so that users behind one TLS
+proxy are not one client. A try counts against its user and its address the moment it starts, so a
+parallel burst is held to the limit too; a login that succeeds takes its count back.
+
+Past the limit a client is not refused outright: a correct password must always get in (a guesser
+cannot lock the real user out). Its tries go through one check at a time for the whole console (the
+app's over-limit lane), and a wrong one is answered 429.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from __future__ import annotations
 import ipaddress
 import threading
 import time
+from collections.abc import Sequence
+
+from email_outbox.console.auth import peer_in
 
 Key = tuple[str, str | None]
 
@@ -37,26 +43,25 @@ class FailedLogins:
         self._lock = threading.Lock()
 
     def start(self, peer: str, user: str) -> bool:
-        """Whether `user` may try a password from `peer` now; if so, the try counts as failed until
-        `succeeded` says otherwise."""
+        """Count a try of `user` from `peer` as failed until `succeeded` says otherwise; whether the
+        client was still within its limits before this try."""
         address = address_key(peer)
         with self._lock:
             now = time.monotonic()
-            if self._count((address, None), now) >= self.per_address:
-                return False
-            if self._count((address, user), now) >= self.per_user:
-                return False
+            within = (
+                self._count((address, None), now) < self.per_address
+                and self._count((address, user), now) < self.per_user
+            )
+            self._add((address, None), now, 1)
             self._add((address, user), now, 1)
-            return True
-
-    def failed(self, peer: str) -> None:
-        """A try that failed counts against its address as well."""
-        with self._lock:
-            self._add((address_key(peer), None), time.monotonic(), 1)
+            return within
 
     def succeeded(self, peer: str, user: str) -> None:
+        address = address_key(peer)
         with self._lock:
-            self._add((address_key(peer), user), time.monotonic(), -1)
+            now = time.monotonic()
+            self._add((address, None), now, -1)
+            self._add((address, user), now, -1)
 
     def _count(self, key: Key, now: float) -> int:
         start, count = self._counts.get(key, (now, 0))
@@ -69,3 +74,18 @@ class FailedLogins:
         if now - start > self.window:
             start, count = now, 0
         self._counts[key] = (start, max(0, count + delta))
+
+
+def client_address(
+    peer: str, forwarded_for: list[str], trusted: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]
+) -> str:
+    """The client a request comes from: the TCP peer, or when the peer is a trusted proxy, the nearest
+    address in X-Forwarded-For that is not itself a trusted proxy (each proxy appends the address it
+    was reached from, so the right end is the only part a client cannot write)."""
+    if not peer_in(peer, trusted):
+        return peer
+    hops = [hop.strip() for header in forwarded_for for hop in header.split(",") if hop.strip()]
+    for hop in reversed(hops):
+        if not peer_in(hop, trusted):
+            return hop
+    return hops[0] if hops else peer
