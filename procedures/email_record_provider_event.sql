@@ -2,7 +2,9 @@
 -- from any language: pass the fields of the event record (docs/procedures.md says which).
 -- Idempotent on the event's identity (type, SES MessageId, recipient, event time): a redelivered or
 -- replayed event changes nothing. Arrival order does not matter.
---  * Matching: by SES MessageId first (a row whose provider_message_id it is), else by the outbox_id
+--  * Matching: by SES MessageId first (a row whose provider_message_id it is, and only for a recipient
+--    of that row's message: its to_address or any to, cc or bcc of its document; an event naming
+--    another address is not that row's, however real its MessageId), else by the outbox_id
 --    tag (a row with that id to that recipient). A tag naming a row that may have been sent with no
 --    MessageId known (Processing, UnknownOutcome, or requeued after UnknownOutcome) and was sent to
 --    the recipient as another to, a cc or a bcc records the event (and suppresses) but never settles
@@ -44,6 +46,10 @@ BEGIN
   DECLARE v_tag_copy INT DEFAULT 0;
   DECLARE v_tag_mid VARCHAR(191) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_mid_row BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_mid_to VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_mid_doc LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_mid_key VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_mid_recipient INT DEFAULT 0;
   DECLARE v_attempt BIGINT UNSIGNED DEFAULT NULL;
   DECLARE v_address VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_note VARCHAR(500) CHARACTER SET utf8mb4 DEFAULT NULL;
@@ -109,8 +115,23 @@ BEGIN
   CALL email_internal_address_key(p_recipient, v_recipient_key);
   -- Match. SES's MessageId is unique and decides; the outbox_id tag is this outbox's own word, which
   -- another outbox sharing the SES account may also use, so a tag counts only for a row to that recipient.
-  SELECT id, status INTO v_mid_row, v_status FROM email_delivery_attempts
-   WHERE provider_message_id = v_mid LIMIT 1;
+  SELECT id, status, to_address INTO v_mid_row, v_status, v_mid_to
+    FROM email_delivery_attempts WHERE provider_message_id = v_mid LIMIT 1;
+  -- A MessageId is no secret (it is in every delivered message's headers): it matches only for an
+  -- address the row's message was sent to, so a forged complaint cannot put anyone else on the
+  -- suppression list or write that row's provider state.
+  IF v_mid_row IS NOT NULL AND v_recipient_key IS NOT NULL THEN
+    CALL email_internal_address_key(v_mid_to, v_mid_key);
+    IF v_mid_key = v_recipient_key COLLATE utf8mb4_bin THEN
+      SET v_mid_recipient = 1;
+    ELSE
+      SELECT message_options INTO v_mid_doc FROM email_delivery_attempts WHERE id = v_mid_row;
+      CALL email_internal_message_has_recipient(v_mid_doc, v_recipient_key, v_mid_recipient);
+    END IF;
+    IF v_mid_recipient = 0 THEN
+      SET v_mid_row = NULL, v_status = NULL;
+    END IF;
+  END IF;
   IF p_outbox_id REGEXP '^[0-9]{1,19}$' THEN
     SET v_tag_id = CAST(p_outbox_id AS UNSIGNED);
     SELECT id, to_address, provider_message_id, status INTO v_tag_row, v_tag_to, v_tag_mid, v_tag_status

@@ -669,3 +669,30 @@ def test_the_consumer_refuses_a_visibility_timeout_it_could_not_keep_extended(
     for bad in ("0", "-5", "43201"):
         assert main(["events", "--sqs-queue-url", "https://sqs.invalid/q", "--visibility-timeout", bad]) == 2
         assert "--visibility-timeout must be 1 to 43200 seconds" in capsys.readouterr().err
+
+
+def test_a_message_id_matched_event_suppresses_only_a_recipient_of_that_rows_message(
+    repo: OutboxRepository,
+) -> None:
+    """A MessageId is in every delivered message's headers, so it is no proof: a forged Complaint under
+    a real MessageId naming cfo@bigcustomer.example put that address on the suppression list. Now the
+    MessageId matches only for an address the row's message went to; any other is not this outbox's."""
+    attempt_id = message_row(repo, "o-forged", "sent", to=["ann@example.com"], cc=["carl@example.com"])
+    message_id = f"ses-own-{attempt_id}"
+
+    def complaint(recipient: str) -> Any:
+        return repo.record_provider_event(
+            event_type="Complaint", ses_message_id=message_id, outbox_id=None, recipient=recipient,
+            event_at=datetime(2026, 12, 1, 10, 0, 0), kind="abuse", subkind=None, detail=None,
+            recorded_by="test",
+        )  # fmt: skip
+
+    forged = complaint("cfo@bigcustomer.example")
+    assert (forged.outcome, forged.attempt_id, forged.suppressed) == ("unmatched", None, 0)
+    assert repo.suppressed_addresses() == []
+    assert repo.provider_state(attempt_id) is None, "nothing written for the row either"
+    # Its real recipients, the to and the cc, are still matched and suppressed.
+    for recipient in ("ann@example.com", "carl@Example.COM"):
+        real = complaint(recipient)
+        assert (real.outcome, real.attempt_id, real.suppressed) == ("recorded", attempt_id, 1), recipient
+    assert sorted(s.address for s in repo.suppressed_addresses()) == ["ann@example.com", "carl@Example.COM"]
