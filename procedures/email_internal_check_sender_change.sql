@@ -17,6 +17,10 @@ BEGIN
   -- '@example.com' is checked as the address 'x@example.com' would be.
   CALL email_internal_check_text(p_where, 'sender',
     IF(LEFT(p_sender, 1) = '@', CONCAT('x', p_sender), p_sender), 'address');
+  IF LENGTH(p_sender) <> CHAR_LENGTH(p_sender) THEN
+    SET v_message = CONCAT(p_where, ': sender must be ASCII (write an international domain as xn--...)');
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
+  END IF;
   CALL email_internal_check_text(p_where, 'account', p_account, 'text');
   IF CHAR_LENGTH(p_account) > 80 OR LOCATE('@', p_account) > 0 THEN
     SET v_message = CONCAT(p_where, ': account must be a database user name (no @host), at most 80 characters');

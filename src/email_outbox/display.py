@@ -16,7 +16,11 @@ from typing import Any
 
 # C0 controls (TAB, LF and CR included), DEL, C1 controls, the line and paragraph separators, and
 # the bidirectional formatting characters (embeddings, overrides, isolates, marks).
-UNSAFE_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+UNSAFE_CHARACTERS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
+    # Invisible format characters: `billing` + U+200B + `@example.com` must not read as billing@example.com.
+    "\u00ad\u180e\u200b\u2060-\u2064\u206a-\u206f\ufeff\ufff9-\ufffb]"
+)
 
 
 def _escape(match: re.Match[str]) -> str:

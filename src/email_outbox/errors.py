@@ -55,7 +55,8 @@ class InvalidMember(InvalidInput):
 class InvalidAddress(InvalidInput):
     """An address, a mailbox (`Name <address>`) or a recipient list breaks the address rules: a
     required address missing, not one bare address, a display name with a forbidden character, a list
-    that is not a list of addresses, or other than 1 to 50 recipients in all."""
+    that is not a list of addresses, other than 1 to 50 recipients in all, or a sender (from address,
+    allow-list entry) that is not ASCII."""
 
     errno = 45003
 
@@ -91,7 +92,8 @@ class InvalidClaim(InvalidInput):
 
 class UnsafeText(InvalidInput):
     """A text that becomes a mail header or a log field holds a control character (TAB, CR and LF
-    included), a line or paragraph separator, or a bidi formatting character."""
+    included), a line or paragraph separator, a bidi formatting character, or an invisible format
+    character (soft hyphen, zero width space, word joiner, BOM)."""
 
     errno = 45010
 

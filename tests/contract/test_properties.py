@@ -393,7 +393,7 @@ def _not_one_address(value: str | None) -> bool:
         or value.count("@") != 1
         or not local
         or not domain
-        or any(c in value for c in ' ,;<>"()\\')
+        or any(c in value for c in ' ,;<>"()\\\u200c\u200d')
         or _breaks_text_rule(value)
     )
 
