@@ -215,6 +215,14 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_enqueue_message: configuration_set must be 1 to 64 ASCII letters, digits, underscores or dashes';
   END IF;
+  -- Only a set the operators put on the list: a set with no event destination would hide this
+  -- message's bounces and complaints from the suppression list.
+  IF v_content IS NOT NULL AND NOT EXISTS (SELECT 1 FROM email_allowed_configuration_sets
+                                            WHERE name = CONVERT(v_content USING ascii)) THEN
+    SET v_message = CONCAT(v_where, ': configuration_set ', v_content,
+      ' is not on the list of configuration sets a message may name (email-outbox configuration-sets add)');
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45011, MESSAGE_TEXT = v_message;
+  END IF;
 
   SET v_value = JSON_EXTRACT(p_message, '$.max_attempts');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN

@@ -75,7 +75,8 @@ BEGIN
     SET v_message = CONCAT(p_where, ': max_attempts must be NULL or 1 to 100');
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
-  -- A due time far in the past would jump every queue; one far ahead is a typo. Both are refused.
+  -- A due time far in the past is a mistake and one far ahead a typo: both are refused. One a little in
+  -- the past is stored as now, so no enqueuer can put a row ahead of those already waiting.
   IF p_send_after IS NOT NULL
      AND (p_send_after < v_now - INTERVAL 30 DAY OR p_send_after > v_now + INTERVAL 366 DAY) THEN
     SET v_message = CONCAT(p_where, ': send_after must be NULL or a UTC time from 30 days ago to 366 days ahead');
@@ -104,7 +105,7 @@ BEGIN
        expires_at)
     VALUES
       (v_account, p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
-       COALESCE(p_max_attempts, 5), COALESCE(p_send_after, v_now), v_now, v_now, p_message_options,
+       COALESCE(p_max_attempts, 5), GREATEST(COALESCE(p_send_after, v_now), v_now), v_now, v_now, p_message_options,
        COALESCE(p_attachment_bytes, 0), COALESCE(p_priority, 5), p_expires_at);
 
     IF v_duplicate = 0 THEN

@@ -103,6 +103,32 @@ def key_per_account(conn: Any) -> None:
     cursor.close()
 
 
+SEED_SETS = """
+INSERT IGNORE INTO email_allowed_configuration_sets (name, added_at, added_by, added_via, reason)
+SELECT DISTINCT JSON_UNQUOTE(JSON_EXTRACT(message_options, '$.configuration_set')), UTC_TIMESTAMP(6),
+       'migration 0010_security_review', SESSION_USER(), 'seeded: named by a message waiting to be sent'
+  FROM email_delivery_attempts
+ WHERE status IN ('Pending', 'Retrying')
+   AND JSON_EXTRACT(message_options, '$.configuration_set') IS NOT NULL
+"""
+LOG_SEEDED_SETS = """
+INSERT INTO email_allowed_configuration_sets_log (occurred_at, action, name, actor, db_account, reason)
+SELECT added_at, 'add', name, added_by, added_via, reason
+  FROM email_allowed_configuration_sets
+ WHERE added_by = 'migration 0010_security_review'
+   AND NOT EXISTS (SELECT 1 FROM email_allowed_configuration_sets_log)
+"""
+
+
+def seed_configuration_sets(conn: Any) -> None:
+    # One transaction, committed here: no DDL follows in this migration to commit it implicitly.
+    cursor = conn.cursor()
+    cursor.execute(SEED_SETS)
+    cursor.execute(LOG_SEEDED_SETS)
+    conn.commit()
+    cursor.close()
+
+
 steps = [
     step(add_account),
     step(backfill_accounts),
@@ -119,14 +145,20 @@ CREATE TABLE IF NOT EXISTS email_allowed_configuration_sets (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
 """
     ),
+    # Every change to that list, kept after a removal: who, from which account, when, why.
     step(
         """
-INSERT IGNORE INTO email_allowed_configuration_sets (name, added_at, added_by, added_via, reason)
-SELECT DISTINCT JSON_UNQUOTE(JSON_EXTRACT(message_options, '$.configuration_set')), UTC_TIMESTAMP(6),
-       'migration 0010_security_review', SESSION_USER(), 'seeded: named by a message waiting to be sent'
-  FROM email_delivery_attempts
- WHERE status IN ('Pending', 'Retrying')
-   AND JSON_EXTRACT(message_options, '$.configuration_set') IS NOT NULL
+CREATE TABLE IF NOT EXISTS email_allowed_configuration_sets_log (
+  id          BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  occurred_at DATETIME(6) NOT NULL,
+  action      ENUM('add', 'remove') NOT NULL,
+  name        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  actor       VARCHAR(191) NOT NULL,
+  db_account  VARCHAR(300) NOT NULL,
+  reason      VARCHAR(2000) NOT NULL,
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
 """
     ),
+    step(seed_configuration_sets),
 ]

@@ -98,6 +98,14 @@ class UnsafeText(InvalidInput):
     errno = 45010
 
 
+class ConfigurationSetNotAllowed(InvalidInput):
+    """A message names a configuration set that is not on the operators' list
+    (`email-outbox configuration-sets add`): a set with no event destination would hide the message's
+    bounces and complaints from the suppression list."""
+
+    errno = 45011
+
+
 # The errno table, in number order. A new class: a subclass above with the next free errno and its
 # meaning as docstring, added here; then regenerate the table (docs/procedures.md, "Errors").
 REFUSALS: tuple[type[InvalidInput], ...] = (
@@ -109,6 +117,7 @@ REFUSALS: tuple[type[InvalidInput], ...] = (
     MessageTooLarge,
     InvalidClaim,
     UnsafeText,
+    ConfigurationSetNotAllowed,
 )
 REFUSAL_BY_ERRNO: dict[int, type[InvalidInput]] = {
     cls.errno: cls for cls in REFUSALS if cls.errno is not None
@@ -122,6 +131,10 @@ def refusal_name(cls: type[InvalidInput]) -> str:
 
 class AccountMissing(InvalidInput):
     """A grant named an account that does not exist and --create was not given."""
+
+
+class AccountExists(InvalidInput):
+    """`grant --create` named an account that already exists."""
 
 
 class NotFound(OutboxError):

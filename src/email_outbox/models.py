@@ -222,6 +222,17 @@ class QueueHealth:
 
 
 @dataclass(frozen=True)
+class AllowedConfigurationSet:
+    """An SES configuration set a message may name (email_enqueue_message's configuration_set)."""
+
+    name: str
+    added_at: datetime
+    added_by: str
+    added_via: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class AllowedSender:
     """One entry of the sender allow-list: an address or '@domain', for one user name or all ('')."""
 

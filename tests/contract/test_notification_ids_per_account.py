@@ -105,7 +105,7 @@ def _as_before_0010(dsn: DatabaseDsn) -> None:
         "ALTER TABLE email_delivery_attempts DROP KEY uq_email_delivery_attempts_notification_account,"
         " DROP COLUMN account, ADD UNIQUE KEY uq_email_delivery_attempts_notification_id (notification_id)"
     )
-    cursor.execute("DROP TABLE email_allowed_configuration_sets")
+    cursor.execute("DROP TABLE email_allowed_configuration_sets, email_allowed_configuration_sets_log")
     cursor.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0010_security_review'")
     conn.close()
 
@@ -123,6 +123,12 @@ def test_upgrade_keeps_every_row_and_learns_its_account_from_its_history(
         try:
             known = app.enqueue("order-1", "a@example.com", "s", text_body="x").attempt_id
             legacy = app.enqueue("order-2", "b@example.com", "s", text_body="x").attempt_id
+            # A message waiting with its own configuration set, named before sets had to be allowed.
+            admin.configuration_set_add("legacy-set", "test", "in use before 0010")
+            document = (
+                '{"to": ["c@example.com"], "subject": "s", "text": "t", "configuration_set": "legacy-set"}'
+            )
+            waiting = app.enqueue_message("order-3", document).attempt_id
             _as_before_0010(fresh_dsn)
             # A row whose history is gone: its account cannot be known.
             admin.connection.cursor().execute(
@@ -132,7 +138,9 @@ def test_upgrade_keeps_every_row_and_learns_its_account_from_its_history(
 
             assert migrate(fresh_dsn).applied == ["0010_security_review"]
 
-            assert accounts_of_rows(admin) == {known: user, legacy: ""}
+            assert accounts_of_rows(admin) == {known: user, legacy: "", waiting: user}
+            # The set the waiting message names is on the list, so it is sent as it was enqueued.
+            assert [s.name for s in admin.allowed_configuration_sets()] == ["legacy-set"]
             # The owner's retry is its duplicate; another account's same id is a new email ...
             assert app.enqueue("order-1", "a@example.com", "s", text_body="x").attempt_id == known
             assert admin.enqueue("order-1", "a@example.com", "s", text_body="x").affected == 1

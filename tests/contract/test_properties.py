@@ -45,6 +45,7 @@ from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import UNSAFE_CHARACTERS
 from email_outbox.errors import InvalidInput, OutboxError
 from email_outbox.models import Status
+from email_outbox_devtools.localdb import LOCAL_CONFIGURATION_SET
 from tests.conftest import set_clock
 from tests.support.harness import TestServer
 
@@ -714,7 +715,7 @@ good_members: dict[str, st.SearchStrategy[Any]] = {
     ),
     "tags": st.dictionaries(st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,19}", fullmatch=True).filter(lambda t: t.lower() != "outbox_id"),
                             st.from_regex(r"[A-Za-z0-9_-]{1,20}", fullmatch=True), max_size=4),
-    "configuration_set": st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
+    "configuration_set": st.just(LOCAL_CONFIGURATION_SET),
     "attachments": st.lists(good_attachment, max_size=3),
     "template": st.fixed_dictionaries({"name": st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)},
                                       optional={"data": st.dictionaries(any_text, any_text, max_size=3)}),
@@ -987,10 +988,8 @@ def _must_refuse(doc: dict[str, Any]) -> bool:
             if not isinstance(value, str) or not NAME_TOKEN.fullmatch(value):
                 return True
     configuration_set = doc.get("configuration_set")
-    if configuration_set is not None and not (
-        isinstance(configuration_set, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", configuration_set)
-    ):
-        return True
+    if configuration_set is not None and configuration_set != LOCAL_CONFIGURATION_SET:
+        return True  # malformed, or not on the operators' list
     attempts = doc.get("max_attempts")
     if attempts is not None and (type(attempts) is not int or not 1 <= attempts <= 100):
         return True

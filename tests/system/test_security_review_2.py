@@ -5,14 +5,23 @@ tests/contract/test_notification_ids_per_account.py, 3 in tests/events/test_even
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
+from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import visible
-from email_outbox.errors import InvalidInput
-from tests.support.helpers import scalar
+from email_outbox.errors import ConfigurationSetNotAllowed, InvalidInput
+from tests.conftest import db_now
+from tests.support.harness import TestServer
+from tests.support.helpers import scalar, token
 
 
 @pytest.fixture
@@ -78,3 +87,79 @@ def test_invisible_format_characters_are_refused_in_recipients_and_the_allow_lis
         repo.enqueue("hidden", "ann@example.com", "pay\u200bpal", text_body="t")
     # What is already stored shows the character as an escape, in the console and the CLI alike.
     assert visible("billing\u200b@example.com") == "billing\\u200b@example.com"
+
+
+# --- finding 8: an enqueuer can neither bypass the event pipeline nor jump the queue ----------------
+def _cli(dsn: DatabaseDsn, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "email_outbox.cli", *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "EMAIL_OUTBOX_DSN": dsn.url()},
+    )  # fmt: skip
+
+
+def _with_set(name: str) -> str:
+    return json.dumps({"to": ["a@example.com"], "subject": "s", "text": "t", "configuration_set": name})
+
+
+def test_a_message_names_only_a_configuration_set_the_operators_allowed(
+    dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
+    with pytest.raises(
+        ConfigurationSetNotAllowed, match="configuration_set no-events is not on the list"
+    ) as info:
+        repo.enqueue_message("hide-bounces", _with_set("no-events"))
+    assert info.value.errno == 45011
+    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts") == 0
+
+    added = _cli(dsn, "configuration-sets", "add", "no-events", "--by", "ops", "--reason", "ticket 7")
+    assert added.returncode == 0, added.stderr
+    listed = _cli(dsn, "configuration-sets", "list")
+    assert "no-events" in listed.stdout and "ticket 7" in listed.stdout
+    assert repo.enqueue_message("allowed", _with_set("no-events")).affected == 1
+
+    removed = _cli(dsn, "configuration-sets", "remove", "no-events", "--by", "ops", "--reason", "retired")
+    assert removed.returncode == 0, removed.stderr
+    with pytest.raises(ConfigurationSetNotAllowed):
+        repo.enqueue_message("after-removal", _with_set("no-events"))
+    log = scalar(
+        repo,
+        "SELECT GROUP_CONCAT(action ORDER BY id) FROM email_allowed_configuration_sets_log WHERE name = 'no-events'",
+    )
+    assert log == "add,remove"
+
+
+def test_a_send_after_in_the_past_is_stored_as_now_and_jumps_no_queue(repo: OutboxRepository) -> None:
+    waiting = repo.enqueue("waiting", "a@example.com", "s", text_body="t").attempt_id
+    past = db_now(repo) - timedelta(days=29)
+    jumper = repo.enqueue("jumper", "b@example.com", "s", text_body="t", send_after=past).attempt_id
+    document = {"to": ["c@example.com"], "subject": "s", "text": "t", "send_after": past.isoformat() + "Z"}
+    jumper_message = repo.enqueue_message("jumper-message", json.dumps(document)).attempt_id
+    for attempt_id in (jumper, jumper_message):
+        row = repo.get_row(attempt_id)
+        assert row.next_attempt_at == row.created_at, "stored as now"
+    claimed = repo.claim_batch_v2(token(), "w1", 60, 1, 1 << 20)
+    assert [c.id for c in claimed] == [waiting], "the row already waiting goes first"
+
+
+# --- finding 4: grant --create never keeps an existing account silently -----------------------------
+def test_grant_create_fails_when_the_account_exists_and_says_which(
+    server: TestServer, dsn: DatabaseDsn
+) -> None:
+    user = f"eo_exists_{uuid.uuid4().hex[:8]}"
+    admin = server.admin_connection()
+    admin.cursor().execute(f"CREATE USER '{user}'@'%'")  # an account with no password at all
+    try:
+        created = subprocess.run(
+            [sys.executable, "-m", "email_outbox.cli", "grant", "enqueuer", f"{user}@%", "--create", "--password-stdin"],
+            input="a-Good-pass-1\n", capture_output=True, text=True, timeout=120,
+            env={**os.environ, "EMAIL_OUTBOX_DSN": dsn.url()},
+        )  # fmt: skip
+        assert created.returncode != 0
+        lines = created.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"account {user}@% already exists" in lines[0], created.stderr
+        cursor = admin.cursor()
+        cursor.execute(f"SHOW GRANTS FOR '{user}'@'%'")
+        assert not any("EXECUTE" in str(row) for row in cursor.fetchall()), "nothing granted"
+    finally:
+        admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        admin.close()

@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("role", choices=list(ROLES))
     p.add_argument("account", help="user or user@host (host defaults to %%)")
     p.add_argument("--database", help="the outbox database (default: the DSN's)")
-    p.add_argument("--create", action="store_true", help="create the account if it does not exist")
+    p.add_argument("--create", action="store_true", help="create the account (refused if it exists)")
     p.add_argument("--password-env", help="with --create: read the password from this variable")
     p.add_argument(
         "--password-stdin",

@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from email_outbox.cli import configuration_sets as configuration_sets_cli
 from email_outbox.cli import console as console_cli
 from email_outbox.cli import enqueue as enqueue_cli
 from email_outbox.cli import events as events_cli
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue_cli.register(sub)
     grant_cli.register(sub)
     senders_cli.register(sub)
+    configuration_sets_cli.register(sub)
     events_cli.register(sub)
     suppression_cli.register(sub)
     retention_cli.register(sub)

@@ -22,6 +22,7 @@ from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.send_rate_calls import SendRateCalls
 from email_outbox.errors import InvalidInput, NotFound
 from email_outbox.models import (
+    AllowedConfigurationSet,
     AllowedSender,
     Attachment,
     BreakerState,
@@ -509,6 +510,22 @@ class OutboxRepository(ProviderEventCalls, SendRateCalls):
             " ORDER BY sender, account LIMIT 10000"
         )
         return [AllowedSender(**r) for r in rows]
+
+    # --- the configuration sets a message may name (docs/security.md) ------------------------------
+    def configuration_set_add(self, name: str, added_by: str, reason: str) -> int:
+        return self._affected("email_configuration_set_add", name=name, added_by=added_by, reason=reason)
+
+    def configuration_set_remove(self, name: str, removed_by: str, reason: str) -> int:
+        return self._affected(
+            "email_configuration_set_remove", name=name, removed_by=removed_by, reason=reason
+        )
+
+    def allowed_configuration_sets(self) -> list[AllowedConfigurationSet]:
+        rows = self._select(
+            "SELECT name, added_at, added_by, added_via, reason FROM email_allowed_configuration_sets"
+            " ORDER BY name LIMIT 10000"
+        )
+        return [AllowedConfigurationSet(**r) for r in rows]
 
     def queue_stats(self) -> list[StatusCount]:
         """Pending, Retrying and Processing only: a cost that follows the backlog, not the history."""

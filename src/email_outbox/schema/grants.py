@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from email_outbox.errors import AccountMissing, InvalidInput
+from email_outbox.errors import AccountExists, AccountMissing, InvalidInput
 
 # A service cancels its own emails (email_cancel) as it enqueues them.
 ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message", "email_cancel")
@@ -76,6 +76,9 @@ OPERATOR_PROCEDURES = (
     "email_sender_add",
     "email_sender_remove",
     "email_sender_allowed",
+    # `email-outbox configuration-sets`.
+    "email_configuration_set_add",
+    "email_configuration_set_remove",
     # `email-outbox suppression` and the SES figures of `status`.
     "email_suppression_add",
     "email_suppression_remove",
@@ -104,6 +107,8 @@ OPERATOR_TABLES = (
     "email_delivery_events",
     "email_allowed_senders",
     "email_allowed_senders_log",
+    "email_allowed_configuration_sets",
+    "email_allowed_configuration_sets_log",
     "email_provider_events",
     "email_delivery_status",
     "email_suppressed_addresses",
@@ -203,8 +208,18 @@ def apply_grants(
     if create_password is not None:
         if not create_password:
             raise InvalidInput("refusing to create an account with an empty password")
-        cursor.execute(f"CREATE USER IF NOT EXISTS {account.sql()} IDENTIFIED BY %s", (create_password,))
-        statements.append(f"CREATE USER IF NOT EXISTS {account.sql()} IDENTIFIED BY '***'")
+        # Not IF NOT EXISTS: an existing account (perhaps one with no password) kept silently would look
+        # like one just made with the password given.
+        try:
+            cursor.execute(f"CREATE USER {account.sql()} IDENTIFIED BY %s", (create_password,))
+        except Exception as exc:
+            if getattr(exc, "errno", None) == ER_CANNOT_USER:
+                raise AccountExists(
+                    f"account {account} already exists: --create makes a new account only; to give it the"
+                    " role, run grant without --create (its password is left as it is)"
+                ) from exc
+            raise
+        statements.append(f"CREATE USER {account.sql()} IDENTIFIED BY '***'")
     else:
         _forbid_auto_create(cursor)
     for statement in grant_statements(role, account, database):
@@ -221,6 +236,8 @@ def apply_grants(
     return statements
 
 
+# 1396: CREATE USER failed, the account exists.
+ER_CANNOT_USER = 1396
 # 1133: no matching row in the user table (MariaDB with NO_AUTO_CREATE_USER); 1410: MySQL 8's refusal
 # to create a user with GRANT.
 ACCOUNT_MISSING_ERRNOS = frozenset({1133, 1410})
