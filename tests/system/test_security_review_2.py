@@ -163,3 +163,19 @@ def test_grant_create_fails_when_the_account_exists_and_says_which(
     finally:
         admin.cursor().execute(f"DROP USER IF EXISTS '{user}'@'%'")
         admin.close()
+
+
+# --- finding 11: a malformed DSN is one line, not a traceback ------------------------------------------
+@pytest.mark.parametrize("how", ["--dsn", "EMAIL_OUTBOX_DSN"])
+def test_a_malformed_dsn_is_one_line_and_exit_2(how: str) -> None:
+    dsn = "mysql://u:s3cret-pw@[::1/outbox"
+    args, env = (["--dsn", dsn], {}) if how == "--dsn" else ([], {"EMAIL_OUTBOX_DSN": dsn})
+    done = subprocess.run(
+        [sys.executable, "-m", "email_outbox.cli", "status", *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **env},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "DSN is not a URL" in lines[0] and "[::1]" in lines[0]
+    assert "s3cret-pw" not in done.stderr

@@ -139,7 +139,13 @@ class Guard(BaseHTTPMiddleware):
             return PlainTextResponse("refused: a form needs a Content-Length", status_code=411)
         if int(length) > MAX_FORM_BYTES:
             return PlainTextResponse("refused: the form is too large", status_code=413)
-        await request.body()  # cached, so the view reads the same form again
+        # Counted as it arrives, whatever Content-Length said (a chunked body can follow a small one).
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                return PlainTextResponse("refused: the form is too large", status_code=413)
+        request._body = bytes(body)  # cached, so the view reads the same form again
         form = await request.form()
         if not settings.csrf.valid(user, str(form.get("csrf_token") or "")):
             return PlainTextResponse(

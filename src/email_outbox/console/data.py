@@ -331,20 +331,33 @@ class ConsoleReads:
 
     # --- one email ----------------------------------------------------------------------------------
     def email(self, attempt_id: int) -> EmailDetail:
-        rows = self.select("SELECT * FROM email_delivery_attempts WHERE id = %s LIMIT 1", (attempt_id,))
+        # Every column but the bodies, of which only a bounded prefix is read: a 16 MiB body must not
+        # become 16 MiB (and more) of the console's memory for each page view.
+        columns = [
+            r["name"]
+            for r in self.select(
+                "SELECT COLUMN_NAME AS name FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+                " AND TABLE_NAME = 'email_delivery_attempts' ORDER BY ORDINAL_POSITION"
+            )
+            # The bodies; derived, or unused since 0002.
+            if r["name"] not in ("text_body", "html_body", "claim_due_at", "claim_rank", "updated_by", "transition_detail")
+        ]
+        rows = self.select(
+            f"SELECT {', '.join(f'`{c}`' for c in columns)}, LEFT(text_body, %s) AS text_prefix,"
+            " html_body IS NOT NULL AS has_html FROM email_delivery_attempts WHERE id = %s LIMIT 1",
+            (MAX_BODY_CHARS + 1, attempt_id),
+        )
         if not rows:
             raise NotFound(f"no email with id {attempt_id}")
         fields = dict(rows[0])
-        text_body = fields.pop("text_body", None)
-        html_body = fields.pop("html_body", None)
-        for name in ("claim_due_at", "claim_rank", "updated_by", "transition_detail"):
-            fields.pop(name, None)  # derived, or unused since 0002
+        text_body = fields.pop("text_prefix")
+        has_html = bool(fields.pop("has_html"))
         events = self.events(attempt_id)
         return EmailDetail(
             fields=fields,
             text_body=None if text_body is None else text_body[:MAX_BODY_CHARS],
             text_cut=text_body is not None and len(text_body) > MAX_BODY_CHARS,
-            has_html=html_body is not None,
+            has_html=has_html,
             events=events[:MAX_EVENTS],
             events_cut=len(events) > MAX_EVENTS,
             attachments=self.attachments(attempt_id),

@@ -31,7 +31,12 @@ class DatabaseDsn:
 
     @classmethod
     def parse(cls, dsn: str) -> DatabaseDsn:
-        parts = urlsplit(dsn)
+        try:
+            parts = urlsplit(dsn)
+        except ValueError as exc:  # `[::1` without its `]`: urllib's own words, never the DSN (its password)
+            raise ConfigError(
+                f"DSN is not a URL ({exc}): mysql://user:password@host:port/database, an IPv6 host as [::1]"
+            ) from None
         if parts.scheme not in ("mysql", "mariadb"):
             raise ConfigError(f"DSN must start with mysql:// (got {parts.scheme or 'no scheme'}://)")
         database = unquote(parts.path.lstrip("/"))
