@@ -82,9 +82,7 @@ def _bytes_sent(repo: OutboxRepository) -> int:
     return int(row[1])  # type: ignore[arg-type]
 
 
-def test_the_email_page_reads_a_bounded_prefix_of_each_body(
-    served: Served, repo: OutboxRepository
-) -> None:
+def test_the_email_page_reads_a_bounded_prefix_of_each_body(served: Served, repo: OutboxRepository) -> None:
     body = "x" * (4 * 1024 * 1024)  # each body 4 MiB: the server's packet limit allows two
     attempt_id = repo.enqueue("huge", "a@example.com", "s", text_body=body, html_body=body).attempt_id
     with httpx.Client(auth=(USER, PASSWORD), timeout=120) as client:

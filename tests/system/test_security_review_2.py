@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +23,12 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import visible
 from email_outbox.errors import ConfigurationSetNotAllowed, InvalidInput
+from email_outbox_devtools.dbserver import free_port
+from email_outbox_devtools.ses_endpoint import SesEndpoint
 from tests.conftest import db_now
 from tests.support.harness import TestServer
-from tests.support.helpers import scalar, token
+from tests.support.helpers import enqueue_many, scalar, token
+from tests.support.worker_harness import drained, health, spawn_worker, wait_until
 
 
 @pytest.fixture
@@ -179,3 +186,67 @@ def test_a_malformed_dsn_is_one_line_and_exit_2(how: str) -> None:
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert "DSN is not a URL" in lines[0] and "[::1]" in lines[0]
     assert "s3cret-pw" not in done.stderr
+
+
+# --- findings 5 and 11: one bounded metrics server for the worker and the events consumer -------------
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no Threads line")
+
+
+def _get(port: int, path: str) -> int:
+    """The status of one GET, tried once: under load a probe must be answered, not retried."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=3) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_the_workers_healthz_and_metrics_answer_at_once_beside_300_idle_connections(
+    dsn: DatabaseDsn, repo: OutboxRepository, tmp_path: Path
+) -> None:
+    """64 idle sockets used to make /healthz refuse everyone until they timed out: a liveness probe
+    failed and the pod was restarted. Now the oldest idle connection makes room for the probe."""
+    enqueue_many(repo, 5, prefix="warm")
+    with SesEndpoint() as endpoint:
+        port = free_port()
+        worker = spawn_worker(dsn, endpoint.url, tmp_path, "idle-300", concurrency=2, metrics_port=port)
+        idle: list[socket.socket] = []
+        try:
+            wait_until(lambda: drained(repo) and health(port) == 200, 60, "the worker to be up and drained")
+            before = _threads(worker.proc.pid)
+            idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(300)]
+            assert _get(port, "/healthz") == 200
+            assert _get(port, "/metrics") == 200
+            assert _threads(worker.proc.pid) <= before + 1
+        finally:
+            for sock in idle:
+                sock.close()
+            assert worker.terminate() == 0
+
+
+def test_the_events_consumers_metrics_are_the_same_bounded_server(dsn: DatabaseDsn) -> None:
+    """The consumer's /metrics was prometheus_client's: a thread per connection, no timeout (500 idle
+    sockets, 504 threads)."""
+    port = free_port()
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "email_outbox.cli", "events", "--from-file", "-", "--metrics-port", str(port)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "EMAIL_OUTBOX_DSN": dsn.url()},
+    )  # fmt: skip
+    idle: list[socket.socket] = []
+    try:
+        wait_until(lambda: health(port) == 200, 60, "the consumer's metrics server to start")
+        before = _threads(consumer.pid)
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(500)]
+        assert _get(port, "/metrics") == 200
+        assert _get(port, "/healthz") == 200
+        assert _threads(consumer.pid) <= before + 1, "one thread, whatever the number of clients"
+    finally:
+        for sock in idle:
+            sock.close()
+        consumer.kill()
+        consumer.communicate(timeout=30)

@@ -8,13 +8,14 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import OutboxError
 from email_outbox.events.ingest import Tally
+from email_outbox.metrics_server import MetricsServer
 from email_outbox.models import ProviderStats
 
 log = logging.getLogger("email_outbox.events")
@@ -81,12 +82,14 @@ def serve(
     open_repository: Callable[[], OutboxRepository],
     stop: threading.Event,
     interval: float = 30.0,
-) -> None:
+) -> MetricsServer:
     collector = EventsCollector(tally)
     registry = CollectorRegistry()
     registry.register(collector)
-    # prometheus_client binds every interface unless told: the worker's rule is loopback by default.
-    start_http_server(port, addr=host, registry=registry)
+    # The worker's bounded server (one thread, idle connections dropped oldest first); bound to the
+    # host given, loopback by default.
+    server = MetricsServer(host, port, registry)
+    server.start()
 
     def refresh() -> None:
         repo: OutboxRepository | None = None
@@ -104,3 +107,4 @@ def serve(
             repo.close()
 
     threading.Thread(target=refresh, name="events-metrics", daemon=True).start()
+    return server

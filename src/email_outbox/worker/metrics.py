@@ -9,19 +9,15 @@ GET /healthz  200 while the delivery loop turns and the database answered recent
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http import HTTPStatus
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,12 +29,12 @@ from prometheus_client.registry import Collector
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import PAUSED_DAILY_QUOTA, RateSlice
 from email_outbox.errors import AccessDenied, OutboxError
+from email_outbox.metrics_server import MetricsServer
 from email_outbox.models import Status, StatusCount
 from email_outbox.worker.stats import Distribution, WorkerStats
 
 log = logging.getLogger("email_outbox.worker.metrics")
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UNSENT_WINDOW_SECONDS = 86_400
 
 
@@ -318,97 +314,6 @@ class Health:
         }
 
 
-class MetricsServer:
-    """The /metrics and /healthz endpoint: one thread running an asyncio server.
-
-    Bounded by construction: one thread whatever the number of clients, at most `max_connections`
-    open at once (the rest are closed on arrival), a request must arrive within `read_timeout`
-    seconds and fit in `MAX_REQUEST_BYTES`. A scanner holding hundreds of idle connections costs file
-    descriptors, not threads, and never delays a send.
-    """
-
-    MAX_REQUEST_BYTES = 8192
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        registry: CollectorRegistry,
-        health: Health,
-        *,
-        read_timeout: float = 5.0,
-        max_connections: int = 64,
-    ) -> None:
-        self.registry = registry
-        self.health = health
-        self.read_timeout = read_timeout
-        self.max_connections = max_connections
-        self.open_connections = 0
-        self.loop = asyncio.new_event_loop()
-        # Bound here, in the caller's thread, so a taken port fails the start, not a background thread.
-        self._socket = socket.create_server((host, port), reuse_port=False)
-        self._server: asyncio.Server | None = None
-        self.thread = threading.Thread(target=self._serve, name="metrics", daemon=True)
-        self._ready = threading.Event()
-
-    @property
-    def port(self) -> int:
-        return int(self._socket.getsockname()[1])
-
-    def start(self) -> None:
-        self.thread.start()
-        self._ready.wait(5)
-
-    def stop(self) -> None:
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self._server = self.loop.run_until_complete(
-            asyncio.start_server(self._handle, sock=self._socket, limit=self.MAX_REQUEST_BYTES)
-        )
-        self._ready.set()
-        try:
-            self.loop.run_forever()
-        finally:
-            self._server.close()
-            self.loop.close()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.open_connections >= self.max_connections:
-            writer.close()
-            return
-        self.open_connections += 1
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.read_timeout)
-            status, content_type, body = self._answer(head)
-            writer.write(
-                f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                + body
-            )
-            await asyncio.wait_for(writer.drain(), self.read_timeout)
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            pass
-        finally:
-            self.open_connections -= 1
-            writer.close()
-
-    def _answer(self, head: bytes) -> tuple[int, str, bytes]:
-        parts = head.split(b"\r\n", 1)[0].split()
-        if len(parts) != 3 or parts[0] != b"GET":
-            return 405, "text/plain", b"only GET /metrics and GET /healthz\n"
-        path = parts[1].split(b"?", 1)[0]
-        if path == b"/metrics":
-            return 200, CONTENT_TYPE, generate_latest(self.registry)
-        if path == b"/healthz":
-            ok, detail = self.health.check()
-            return 200 if ok else 503, "application/json", json.dumps(detail).encode()
-        return 404, "text/plain", b"not found: try /metrics or /healthz\n"
-
-
 def start_metrics(
     stats: WorkerStats,
     worker_id: str,
@@ -424,7 +329,7 @@ def start_metrics(
     sampler = QueueSampler(open_repository, stats_interval, stopping)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(stats, lambda: sampler.latest, worker_id))
-    server = MetricsServer(host, port, registry, Health(stats, stale_after, provider_enabled))
+    server = MetricsServer(host, port, registry, Health(stats, stale_after, provider_enabled).check)
     server.start()
     sampler.start()
     return server, sampler

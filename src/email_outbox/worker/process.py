@@ -38,7 +38,7 @@ from email_outbox.worker.startup import REQUIRED_PROCEDURES, check_schema, start
 from email_outbox.worker.stats import WorkerStats
 
 if TYPE_CHECKING:
-    from email_outbox.worker.metrics import MetricsServer
+    from email_outbox.metrics_server import MetricsServer
 
 __all__ = ["REQUIRED_PROCEDURES", "Sender", "Worker"]
 

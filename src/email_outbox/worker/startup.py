@@ -15,7 +15,7 @@ from email_outbox.worker.database import DatabaseCalls
 from email_outbox.worker.stats import WorkerStats
 
 if TYPE_CHECKING:
-    from email_outbox.worker.metrics import MetricsServer
+    from email_outbox.metrics_server import MetricsServer
 
 log = logging.getLogger("email_outbox.worker")
 
