@@ -3,8 +3,9 @@
 -- Idempotent on the event's identity (type, SES MessageId, recipient, event time): a redelivered or
 -- replayed event changes nothing. Arrival order does not matter.
 --  * Matching: by SES MessageId first (a row whose provider_message_id it is, and only for a recipient
---    of that row's message: its to_address or any to, cc or bcc of its document; an event naming
---    another address is not that row's, however real its MessageId), else by the outbox_id
+--    of that row's message, compared without case: its to_address or any to, cc or bcc of its
+--    document; an event naming another address is not that row's, however real its MessageId), else
+--    by the outbox_id
 --    tag (a row with that id to that recipient). A tag naming a row that may have been sent with no
 --    MessageId known (Processing, UnknownOutcome, or requeued after UnknownOutcome) and was sent to
 --    the recipient as another to, a cc or a bcc records the event (and suppresses) but never settles
@@ -120,13 +121,15 @@ BEGIN
   -- A MessageId is no secret (it is in every delivered message's headers): it matches only for an
   -- address the row's message was sent to, so a forged complaint cannot put anyone else on the
   -- suppression list or write that row's provider state.
+  -- Compared without case, local part included: a mail system or a bounce report may change the
+  -- case of what SES was given, and the MessageId already ties the event to this message.
   IF v_mid_row IS NOT NULL AND v_recipient_key IS NOT NULL THEN
     CALL email_internal_address_key(v_mid_to, v_mid_key);
-    IF v_mid_key = v_recipient_key COLLATE utf8mb4_bin THEN
+    IF LOWER(v_mid_key) = LOWER(v_recipient_key) COLLATE utf8mb4_bin THEN
       SET v_mid_recipient = 1;
     ELSE
       SELECT message_options INTO v_mid_doc FROM email_delivery_attempts WHERE id = v_mid_row;
-      CALL email_internal_message_has_recipient(v_mid_doc, v_recipient_key, v_mid_recipient);
+      CALL email_internal_message_has_recipient(LOWER(v_mid_doc), LOWER(v_recipient_key), v_mid_recipient);
     END IF;
     IF v_mid_recipient = 0 THEN
       SET v_mid_row = NULL, v_status = NULL;

@@ -82,9 +82,13 @@ def test_unknown_outcome_is_never_a_candidate_nor_claimed(repo: OutboxRepository
 
 
 def test_candidates_oldest_due_first(repo: OutboxRepository) -> None:
+    # A send_after in the past is stored as now, so the due order is set by enqueuing in the past.
     now = db_now(repo)
-    a = repo.enqueue("late", "a@b.c", "s", text_body="x", send_after=now - timedelta(seconds=10)).attempt_id
-    b = repo.enqueue("early", "a@b.c", "s", text_body="x", send_after=now - timedelta(seconds=20)).attempt_id
+    set_clock(repo, now - timedelta(seconds=20))
+    b = repo.enqueue("early", "a@b.c", "s", text_body="x").attempt_id
+    set_clock(repo, now - timedelta(seconds=10))
+    a = repo.enqueue("late", "a@b.c", "s", text_body="x").attempt_id
+    set_clock(repo, None)
     c = repo.enqueue("now", "a@b.c", "s", text_body="x").attempt_id
     assert [x.id for x in repo.claimable_candidates(10)] == [b, a, c]
     assert [x.id for x in repo.claim_batch(token(), "w", 60, 2)] == [b, a]

@@ -16,6 +16,7 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository, connect
 from email_outbox.errors import (
     REFUSALS,
+    ConfigurationSetNotAllowed,
     InvalidAddress,
     InvalidArgument,
     InvalidClaim,
@@ -69,6 +70,11 @@ CASES: list[tuple[type[InvalidInput], Callable[[OutboxRepository], object], str]
         UnsafeText,
         lambda r: r.enqueue("n-unsafe", "a@example.com", "line\nbreak", text_body="b"),
         "subject must not contain control characters",
+    ),
+    (
+        ConfigurationSetNotAllowed,
+        lambda r: r.enqueue_message("n-set", _message(configuration_set="not-on-the-list")),
+        "configuration_set not-on-the-list is not on the list",
     ),
 ]
 

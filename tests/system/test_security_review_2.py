@@ -144,7 +144,7 @@ def test_a_send_after_in_the_past_is_stored_as_now_and_jumps_no_queue(repo: Outb
     for attempt_id in (jumper, jumper_message):
         row = repo.get_row(attempt_id)
         assert row.next_attempt_at == row.created_at, "stored as now"
-    claimed = repo.claim_batch_v2(token(), "w1", 60, 1, 1 << 20)
+    claimed = repo.claim_batch(token(), "w1", 60, 1)
     assert [c.id for c in claimed] == [waiting], "the row already waiting goes first"
 
 
