@@ -31,8 +31,12 @@ BEGIN
   CALL email_internal_begin(v_own);
   BEGIN
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_id = NULL;
+    -- Notification ids are per enqueuing account: the caller's own row first, then a legacy one,
+    -- then another account's (an operator's or the console's cancel).
     SELECT id INTO v_id FROM email_delivery_attempts
-     WHERE notification_id = p_notification_id COLLATE utf8mb4_bin;
+     WHERE notification_id = p_notification_id COLLATE utf8mb4_bin
+     ORDER BY account = SUBSTRING_INDEX(SESSION_USER(), '@', 1) DESC, account = '' DESC, id
+     LIMIT 1;
   END;
   IF v_id IS NOT NULL THEN
     CALL email_internal_end_unsent(v_id, v_now, 'Cancelled', CONCAT('cancelled: ', p_reason), p_cancelled_by, 0, v_from);

@@ -27,7 +27,11 @@ BEGIN
   END IF;
   CALL email_internal_check_name('email_redrive_failed', 'redriven_by', p_redriven_by, 191);
   CALL email_internal_check_name('email_redrive_failed', 'reason', p_reason, 2000);
-  SELECT id INTO v_id FROM email_delivery_attempts WHERE notification_id = p_notification_id;
+  -- Notification ids are per enqueuing account: the caller's own row first, then a legacy one, then
+  -- the oldest of another account's (an operator's redrive).
+  SELECT id INTO v_id FROM email_delivery_attempts WHERE notification_id = p_notification_id
+   ORDER BY account = SUBSTRING_INDEX(SESSION_USER(), '@', 1) DESC, account = '' DESC, id
+   LIMIT 1;
   IF v_id IS NOT NULL THEN
     CALL email_internal_begin(v_own);
     CALL email_internal_redrive(v_id, v_now, p_redriven_by, p_reason, 0, v_affected);
