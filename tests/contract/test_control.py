@@ -37,13 +37,15 @@ def events(repo: OutboxRepository, attempt_id: int) -> list[tuple[str | None, st
 
 # --- priority --------------------------------------------------------------------------------------
 def test_claims_take_the_highest_priority_first_then_the_oldest_due(repo: OutboxRepository) -> None:
+    # A send_after in the past is stored as now, so older due times come from enqueuing in the past.
     now = db_now(repo)
-    low_old = enqueue(repo, "low-old", priority=0, send_after=(now - timedelta(hours=1)).isoformat() + "Z")
+    set_clock(repo, now - timedelta(hours=1))
+    low_old = enqueue(repo, "low-old", priority=0)
+    set_clock(repo, now - timedelta(minutes=5))
+    high_old = enqueue(repo, "high-old", priority=9)
+    set_clock(repo, None)
     default = repo.enqueue("default", "a@example.com", "s", text_body="t").attempt_id
     high_new = enqueue(repo, "high-new", priority=9)
-    high_old = enqueue(
-        repo, "high-old", priority=9, send_after=(now - timedelta(minutes=5)).isoformat() + "Z"
-    )
     middle = enqueue(repo, "middle", priority=7)
     assert repo.get_row(default).priority == 5, "the 8-argument email_enqueue gets the default"
     order = [c.id for c in repo.claimable_candidates(10)]
