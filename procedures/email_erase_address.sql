@@ -177,7 +177,7 @@ BEGIN
       IF LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(v_notification_id) COLLATE utf8mb4_bin) > 0 THEN
         -- The id named the address: a retry of it is still a duplicate, as after retention.
         INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-        VALUES (v_id_account, UNHEX(SHA2(v_notification_id, 256)), DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
+        VALUES (COALESCE(v_id_account, ''), UNHEX(SHA2(v_notification_id, 256)), DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
         ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until));
       END IF;
       DELETE FROM email_attachments WHERE attempt_id = v_id;

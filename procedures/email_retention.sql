@@ -122,7 +122,7 @@ BEGIN
   -- Tombstones first (same transaction): an enqueue whose insert waited for this delete finds them.
   -- Keyed by the row's enqueuing account: notification ids are per account (email_internal_enqueue).
   INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-  SELECT a.account, UNHEX(SHA2(x.notification_id, 256)), DATE(v_now), DATE(x.final_at + INTERVAL v_keep DAY)
+  SELECT COALESCE(a.account, ''), UNHEX(SHA2(x.notification_id, 256)), DATE(v_now), DATE(x.final_at + INTERVAL v_keep DAY)
     FROM email_retention_ids x STRAIGHT_JOIN email_delivery_attempts a ON a.id = x.id
    WHERE DATE(x.final_at + INTERVAL v_keep DAY) >= DATE(v_now)
   ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until)), deleted_on = VALUES(deleted_on);

@@ -282,6 +282,27 @@ def test_an_enqueue_in_a_transaction_older_than_the_delete_still_sees_the_tombst
     assert row_count(repo) == 0
 
 
+def test_a_tombstone_answers_for_its_own_account_only(
+    server: TestServer, dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
+    """Notification ids are per enqueuing account (migration 0010), and so are tombstones: after
+    retention, the id stays a duplicate for the account that enqueued it and is a new email for another."""
+    set_clock(repo, days_ago(repo, 35))
+    attempt_id = repo.enqueue("order-11", "ann@example.com", "Order 11", text_body="x").attempt_id
+    assert attempt_id is not None
+    assert repo.finalize_sent(attempt_id, claim(repo, attempt_id), "m-11") == 1
+    set_clock(repo, None)
+    run_retention(repo, 30)
+    assert repo.enqueue("order-11", "ann@example.com", "Order 11", text_body="x").affected == 0
+    with granted_account(server, dsn, "enqueuer") as account:
+        other = OutboxRepository.open(account)
+        try:
+            result = other.enqueue("order-11", "ann@example.com", "Order 11", text_body="x")
+        finally:
+            other.close()
+    assert result.affected == 1 and result.attempt_id is not None
+
+
 # --- erasure ---------------------------------------------------------------------------------------
 ERASED = "Erased.Person@Example.org"
 
