@@ -312,22 +312,32 @@ def test_cancel_refuses_bad_arguments(
         repo.cancel(*arguments)
 
 
-def test_the_enqueuer_and_operator_roles_may_cancel_and_the_worker_may_not(
+def test_a_service_cancels_only_its_own_emails_and_operators_cancel_any_by_row_id(
     repo: OutboxRepository, accounts: dict[str, DatabaseDsn]
 ) -> None:
-    enqueue_many(repo, 3, prefix="role")
-    for role in ("enqueuer", "operator", "worker"):
-        account = OutboxRepository.open(accounts[role])
-        try:
-            if role == "worker":
-                with pytest.raises(AccessDenied):
-                    account.cancel("role-2", "worker", "not its business")
-            else:
-                notification_id = "role-0" if role == "enqueuer" else "role-1"
-                assert account.cancel(notification_id, role, "as that role").affected == 1
-        finally:
+    """Notification ids are per enqueuing account, so email_cancel reaches only the calling account's
+    rows: a service that knows (or guesses) another service's notification id cannot cancel its email.
+    Operators cancel any account's email by row id (email_cancel_email), which no service may call."""
+    (others,) = enqueue_many(repo, 1, prefix="theirs")
+    enqueuer = OutboxRepository.open(accounts["enqueuer"])
+    operator = OutboxRepository.open(accounts["operator"])
+    worker = OutboxRepository.open(accounts["worker"])
+    try:
+        (own,) = enqueue_many(enqueuer, 1, prefix="mine")
+        refused = enqueuer.cancel("theirs-0", "shop", "not its email")
+        assert (refused.affected, refused.attempt_id) == (0, None), "another account's row is not found"
+        assert repo.get_row(others).status is Status.PENDING
+        with pytest.raises(AccessDenied):
+            enqueuer.cancel_email(others, "shop", "by row id")
+        assert enqueuer.cancel("mine-0", "shop", "order cancelled").affected == 1
+        assert repo.get_row(own).status is Status.FAILED
+        with pytest.raises(AccessDenied):
+            worker.cancel("theirs-0", "worker", "not its business")
+        assert operator.cancel_email(others, "ops", "customer asked").affected == 1
+        assert repo.get_row(others).last_error_code == "Cancelled"
+    finally:
+        for account in (enqueuer, operator, worker):
             account.close()
-    assert repo.get_row_by_notification_id("role-2").status is Status.PENDING
 
 
 def test_a_redrive_never_brings_back_a_cancelled_or_expired_email(repo: OutboxRepository) -> None:

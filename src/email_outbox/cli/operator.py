@@ -15,7 +15,7 @@ from typing import Any
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import age, print_json, short, table, visible, when
-from email_outbox.errors import InvalidInput
+from email_outbox.errors import InvalidInput, NotFound
 from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
 from email_outbox.ses import PROVIDER
 
@@ -335,13 +335,20 @@ def cmd_requeue(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    # By row id (email_cancel_email): an operator cancels whichever account's email it names, and
+    # --account picks one when two services used the same notification id.
     with open_repository(args) as repo:
-        result = repo.cancel(args.notification_id, args.by, args.reason)
-        row = None if result.attempt_id is None else repo.get_row(result.attempt_id)
+        try:
+            target = repo.get_row_by_notification_id(args.notification_id, args.account)
+        except NotFound:
+            print(
+                f"not cancelled: no email with notification id {visible(args.notification_id)}",
+                file=sys.stderr,
+            )
+            return EXIT_NOTHING
+        result = repo.cancel_email(target.id, args.by, args.reason)
+        row = repo.get_row(target.id)
     name = visible(args.notification_id)
-    if row is None:
-        print(f"not cancelled: no email with notification id {name}", file=sys.stderr)
-        return EXIT_NOTHING
     if not result.affected:
         why = (
             "its send may have started or be done"
@@ -515,6 +522,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_dsn(p)
     p.add_argument("notification_id", help="the caller's notification id")
+    p.add_argument(
+        "--account",
+        help="the database user name that enqueued it, when several accounts used the notification id",
+    )
     p.add_argument("--by", required=True, help="your name, written to the audit log")
     p.add_argument("--reason", required=True, help="why, written to the audit log")
     p.set_defaults(func=cmd_cancel)

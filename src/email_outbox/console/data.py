@@ -442,8 +442,8 @@ class ConsoleReads:
     def requeue(self, attempt_id: int, actor: str, reason: str) -> int:
         return self._retrying(lambda: self.repo.requeue_unknown_outcome(attempt_id, actor, reason))
 
-    def cancel(self, notification_id: str, actor: str, reason: str) -> int:
-        return self._retrying(lambda: self.repo.cancel(notification_id, actor, reason).affected)
+    def cancel(self, attempt_id: int, actor: str, reason: str) -> int:
+        return self._retrying(lambda: self.repo.cancel_email(attempt_id, actor, reason).affected)
 
     def resolve(self, attempt_id: int, outcome: str, actor: str, reason: str, message_id: str | None) -> int:
         return self._retrying(

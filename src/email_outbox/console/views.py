@@ -303,22 +303,22 @@ async def redrive(request: Request) -> Response:
 
 
 async def cancel(request: Request) -> Response:
-    """Cancel a Pending or Retrying email (email_cancel): audited with the signed-in user and the reason."""
+    """Cancel a Pending or Retrying email (email_cancel_email, by row id): audited with the signed-in
+    user and the reason."""
     if not request.app.state.settings.can_cancel:
         return render(
             request,
             "message.html",
             status_code=403,
             title="Read-only",
-            message="this console may not cancel: read-only, or its database account lacks email_cancel",
+            message="this console may not cancel: read-only, or its database account lacks email_cancel_email",
         )
     attempt_id = int(request.path_params["attempt_id"])
     form = await request.form()
     try:
         reason = _reason(form)
         who = actor(request)
-        notification_id = (await with_db(request, lambda r: r.email(attempt_id))).fields["notification_id"]
-        affected = await with_db(request, lambda r: r.cancel(str(notification_id), who, reason))
+        affected = await with_db(request, lambda r: r.cancel(attempt_id, who, reason))
     except OutboxError as exc:
         return problem(request, exc)
     log.info("cancelled by %s: email %s", who, attempt_id)

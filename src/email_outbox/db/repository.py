@@ -78,6 +78,15 @@ def _status(value: Any) -> Status | None:
     return None if value is None else Status(str(value))
 
 
+def _cancel_result(row: dict[str, Any]) -> CancelResult:
+    attempt_id = row["attempt_id"]
+    return CancelResult(
+        int(row["affected"]),
+        None if attempt_id is None else int(attempt_id),
+        _status(row["from_status"]),
+    )
+
+
 class OutboxRepository(ProviderEventCalls, SendRateCalls):
     """The procedure contract over one connection. Not thread-safe: one per thread."""
 
@@ -367,15 +376,18 @@ class OutboxRepository(ProviderEventCalls, SendRateCalls):
 
     # --- operators ------------------------------------------------------------------------------
     def cancel(self, notification_id: str, cancelled_by: str, reason: str) -> CancelResult:
-        """email_cancel: a row not yet handed to SES ends Failed 'Cancelled' (affected 1), else 0."""
-        row = self._call(
-            "email_cancel", notification_id=notification_id, cancelled_by=cancelled_by, reason=reason
-        )[0]
-        attempt_id = row["attempt_id"]
-        return CancelResult(
-            int(row["affected"]),
-            None if attempt_id is None else int(attempt_id),
-            _status(row["from_status"]),
+        """email_cancel: the calling account's row not yet handed to SES ends Failed 'Cancelled'
+        (affected 1), else 0."""
+        return _cancel_result(
+            self._call(
+                "email_cancel", notification_id=notification_id, cancelled_by=cancelled_by, reason=reason
+            )[0]
+        )
+
+    def cancel_email(self, attempt_id: int, cancelled_by: str, reason: str) -> CancelResult:
+        """email_cancel_email: the same, by row id, whichever account enqueued it (operators, console)."""
+        return _cancel_result(
+            self._call("email_cancel_email", id=attempt_id, cancelled_by=cancelled_by, reason=reason)[0]
         )
 
     def unsent_failures(self, window_seconds: int) -> dict[str, int]:

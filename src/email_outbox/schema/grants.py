@@ -14,7 +14,8 @@ from typing import Any
 
 from email_outbox.errors import AccountExists, AccountMissing, InvalidInput
 
-# A service cancels its own emails (email_cancel) as it enqueues them.
+# A service cancels its own emails (email_cancel, scoped to the calling account) as it enqueues them;
+# never email_cancel_email, which reaches any account's email by row id.
 ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message", "email_cancel")
 
 WORKER_PROCEDURES = (
@@ -70,8 +71,9 @@ OPERATOR_PROCEDURES = (
     # `email-outbox enqueue`, the ad-hoc send, and `enqueue --json`.
     "email_enqueue",
     "email_enqueue_message",
-    # `email-outbox cancel` and the console's cancel action.
+    # `email-outbox cancel` (by row id, any account's email) and the operator's own ad-hoc sends.
     "email_cancel",
+    "email_cancel_email",
     # `email-outbox senders`.
     "email_sender_add",
     "email_sender_remove",
@@ -131,7 +133,7 @@ VIEWER_PROCEDURES = (
 CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome", "email_redrive_failed")
 # The console's cancel action on Pending and Retrying emails. Apart from CONSOLE_ACTIONS: a console
 # account granted before it existed keeps its other actions, and offers cancel once granted again.
-CONSOLE_CANCEL = "email_cancel"
+CONSOLE_CANCEL = "email_cancel_email"
 CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS, CONSOLE_CANCEL)
 
 ROLES: dict[str, tuple[str, ...]] = {
