@@ -4,10 +4,9 @@ apart so the core of the contract reads in one sitting."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
+from email_outbox.db.calls import Calls
 from email_outbox.models import (
     ProviderEventRow,
     ProviderState,
@@ -17,17 +16,8 @@ from email_outbox.models import (
 )
 
 
-class ProviderEventCalls:
+class ProviderEventCalls(Calls):
     """Mixed into OutboxRepository, which supplies the three ways to talk to the server."""
-
-    def _call(self, procedure: str, **arguments: Any) -> list[dict[str, Any]]:
-        raise NotImplementedError
-
-    def _affected(self, procedure: str, **arguments: Any) -> int:
-        raise NotImplementedError
-
-    def _select(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        raise NotImplementedError
 
     def record_provider_event(
         self,

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from email_outbox.db.calls import Calls
+
 PAUSED_DAILY_QUOTA = "daily quota"
 # The row email_send_rate starts with (migration 0013): the conservative default, 1 send/s and 200 a
 # day (an SES sandbox account), until the first worker reports what GetAccount says.
@@ -68,11 +70,8 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-class SendRateCalls:
+class SendRateCalls(Calls):
     """Mixed into OutboxRepository, which supplies `_call`."""
-
-    def _call(self, procedure: str, **arguments: Any) -> list[dict[str, Any]]:
-        raise NotImplementedError
 
     def send_rate_take(self, worker: str, wanted: int, unused: int, refresh_seconds: int) -> RateSlice:
         r = self._call(
