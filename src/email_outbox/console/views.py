@@ -248,8 +248,17 @@ def _refuse_read_only(request: Request) -> Response | None:
     return None
 
 
-async def requeue(request: Request) -> Response:
-    refused = _refuse_read_only(request)
+async def _reasoned_action(
+    request: Request,
+    verb: str,
+    done: tuple[str, str],
+    act: Callable[[ConsoleReads, int, str, str], int],
+    refuse: Callable[[Request], Response | None] = _refuse_read_only,
+) -> Response:
+    """One email's action with a reason (requeue, redrive, cancel): refused where this console may
+    not act, the reason checked, the procedure called with the signed-in user as actor, and back to
+    the email's page."""
+    refused = refuse(request)
     if refused:
         return refused
     attempt_id = int(request.path_params["attempt_id"])
@@ -257,11 +266,15 @@ async def requeue(request: Request) -> Response:
     try:
         reason = _reason(form)
         who = actor(request)
-        affected = await with_db(request, lambda r: r.requeue(attempt_id, who, reason))
+        affected = await with_db(request, lambda r: act(r, attempt_id, who, reason))
     except OutboxError as exc:
         return problem(request, exc)
-    log.info("requeued by %s: email %s", who, attempt_id)
-    return _back(attempt_id, "requeued" if affected else "unchanged")
+    log.info("%s by %s: email %s", verb, who, attempt_id)
+    return _back(attempt_id, done[0] if affected else done[1])
+
+
+async def requeue(request: Request) -> Response:
+    return await _reasoned_action(request, "requeued", ("requeued", "unchanged"), ConsoleReads.requeue)
 
 
 async def resolve(request: Request) -> Response:
@@ -287,24 +300,10 @@ async def resolve(request: Request) -> Response:
 
 
 async def redrive(request: Request) -> Response:
-    refused = _refuse_read_only(request)
-    if refused:
-        return refused
-    attempt_id = int(request.path_params["attempt_id"])
-    form = await request.form()
-    try:
-        reason = _reason(form)
-        who = actor(request)
-        affected = await with_db(request, lambda r: r.redrive(attempt_id, who, reason))
-    except OutboxError as exc:
-        return problem(request, exc)
-    log.info("redriven by %s: email %s", who, attempt_id)
-    return _back(attempt_id, "redriven" if affected else "not-redriven")
+    return await _reasoned_action(request, "redriven", ("redriven", "not-redriven"), ConsoleReads.redrive)
 
 
-async def cancel(request: Request) -> Response:
-    """Cancel a Pending or Retrying email (email_cancel_email, by row id): audited with the signed-in
-    user and the reason."""
+def _refuse_cancel(request: Request) -> Response | None:
     if not request.app.state.settings.can_cancel:
         return render(
             request,
@@ -313,16 +312,15 @@ async def cancel(request: Request) -> Response:
             title="Read-only",
             message="this console may not cancel: read-only, or its database account lacks email_cancel_email",
         )
-    attempt_id = int(request.path_params["attempt_id"])
-    form = await request.form()
-    try:
-        reason = _reason(form)
-        who = actor(request)
-        affected = await with_db(request, lambda r: r.cancel(attempt_id, who, reason))
-    except OutboxError as exc:
-        return problem(request, exc)
-    log.info("cancelled by %s: email %s", who, attempt_id)
-    return _back(attempt_id, "cancelled" if affected else "not-cancelled")
+    return None
+
+
+async def cancel(request: Request) -> Response:
+    """Cancel a Pending or Retrying email (email_cancel_email, by row id): audited with the signed-in
+    user and the reason."""
+    return await _reasoned_action(
+        request, "cancelled", ("cancelled", "not-cancelled"), ConsoleReads.cancel, _refuse_cancel
+    )
 
 
 def _back(attempt_id: int, done: str) -> RedirectResponse:
