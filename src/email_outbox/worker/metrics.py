@@ -118,36 +118,7 @@ class WorkerCollector(Collector):
         yield CounterMetricFamily(
             "email_outbox_pause_events", "Replica pauses after an SES account problem", value=pauses
         )
-        state = GaugeMetricFamily(
-            "email_outbox_provider_breaker",
-            "The provider breaker as this replica last read it (shared by all replicas): 1 for its state",
-            labels=["state"],
-        )
-        for name in ("closed", "half_open", "open"):
-            state.add_metric([name], 1 if name == breaker_state else 0)
-        yield state
-        yield GaugeMetricFamily(
-            "email_outbox_provider_down_since_timestamp_seconds",
-            "When the provider was seen down (Unix time, UTC), while the breaker is not closed; 0 otherwise",
-            value=down_since.replace(tzinfo=UTC).timestamp() if down_since else 0,
-        )
-        error = GaugeMetricFamily(
-            "email_outbox_provider_last_error",
-            "1, labelled with the error code that keeps the provider breaker open; absent while closed",
-            labels=["code"],
-        )
-        if down_since and last_error:
-            error.add_metric([last_error], 1)
-        yield error
-        yield _labelled(
-            CounterMetricFamily,
-            "email_outbox_provider_breaker_events",
-            "This replica's breaker events: opened, closed, probes (sends made as a probe), probes_failed, held (claimed rows"
-            " given back unsent while the provider was down), released (transient failures given back"
-            " without using an attempt)",
-            "event",
-            breaker,
-        )
+        yield from _breaker_metrics(breaker_state, down_since, last_error, breaker)
         now = time.monotonic()
         yield GaugeMetricFamily(
             "email_outbox_seconds_since_db_success",
@@ -164,35 +135,76 @@ class WorkerCollector(Collector):
             yield from _send_rate_metrics(send_rate)
         snapshot = self.queue()
         if snapshot.sampled_at:
-            depth = GaugeMetricFamily(
-                "email_outbox_queue_depth",
-                "Rows per live status (email_outbox_queue_stats)",
-                labels=["status"],
-            )
-            for c in snapshot.counts:
-                depth.add_metric([c.status.value], c.count)
-            yield depth
-            yield _labelled(
-                GaugeMetricFamily,
-                "email_outbox_failed_unsent_24h",
-                "Emails that ended Failed in the last 24 h without being handed to SES, by reason"
-                " (Expired, Cancelled, Suppressed; email_unsent_failure_stats)",
-                "reason",
-                snapshot.unsent_failures,
-            )
-            yield GaugeMetricFamily(
-                "email_outbox_oldest_due_age_seconds",
-                "How long the oldest due Pending/Retrying row has waited (database clock)",
-                value=snapshot.oldest_due_age_seconds(),
-            )
-            yield GaugeMetricFamily(
-                "email_outbox_queue_sample_age_seconds",
-                "Seconds since the queue depth was read",
-                value=now - snapshot.sampled_at,
-            )
+            yield from _queue_metrics(snapshot, now)
         info = GaugeMetricFamily("email_outbox_worker_info", "This replica", labels=["worker_id"])
         info.add_metric([self.worker_id], 1)
         yield info
+
+
+def _breaker_metrics(
+    breaker_state: str, down_since: datetime | None, last_error: str | None, events: dict[str, int]
+) -> Iterator[Metric]:
+    """The shared provider breaker as this replica last read it, and this replica's breaker events."""
+    state = GaugeMetricFamily(
+        "email_outbox_provider_breaker",
+        "The provider breaker as this replica last read it (shared by all replicas): 1 for its state",
+        labels=["state"],
+    )
+    for name in ("closed", "half_open", "open"):
+        state.add_metric([name], 1 if name == breaker_state else 0)
+    yield state
+    yield GaugeMetricFamily(
+        "email_outbox_provider_down_since_timestamp_seconds",
+        "When the provider was seen down (Unix time, UTC), while the breaker is not closed; 0 otherwise",
+        value=down_since.replace(tzinfo=UTC).timestamp() if down_since else 0,
+    )
+    error = GaugeMetricFamily(
+        "email_outbox_provider_last_error",
+        "1, labelled with the error code that keeps the provider breaker open; absent while closed",
+        labels=["code"],
+    )
+    if down_since and last_error:
+        error.add_metric([last_error], 1)
+    yield error
+    yield _labelled(
+        CounterMetricFamily,
+        "email_outbox_provider_breaker_events",
+        "This replica's breaker events: opened, closed, probes (sends made as a probe), probes_failed, held (claimed rows"
+        " given back unsent while the provider was down), released (transient failures given back"
+        " without using an attempt)",
+        "event",
+        events,
+    )
+
+
+def _queue_metrics(snapshot: QueueSnapshot, now: float) -> Iterator[Metric]:
+    """The queue as the last email_outbox_queue_stats read saw it."""
+    depth = GaugeMetricFamily(
+        "email_outbox_queue_depth",
+        "Rows per live status (email_outbox_queue_stats)",
+        labels=["status"],
+    )
+    for c in snapshot.counts:
+        depth.add_metric([c.status.value], c.count)
+    yield depth
+    yield _labelled(
+        GaugeMetricFamily,
+        "email_outbox_failed_unsent_24h",
+        "Emails that ended Failed in the last 24 h without being handed to SES, by reason"
+        " (Expired, Cancelled, Suppressed; email_unsent_failure_stats)",
+        "reason",
+        snapshot.unsent_failures,
+    )
+    yield GaugeMetricFamily(
+        "email_outbox_oldest_due_age_seconds",
+        "How long the oldest due Pending/Retrying row has waited (database clock)",
+        value=snapshot.oldest_due_age_seconds(),
+    )
+    yield GaugeMetricFamily(
+        "email_outbox_queue_sample_age_seconds",
+        "Seconds since the queue depth was read",
+        value=now - snapshot.sampled_at,
+    )
 
 
 def _send_rate_metrics(r: RateSlice) -> Iterator[Metric]:
