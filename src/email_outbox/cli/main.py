@@ -12,12 +12,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from email_outbox.cli import actions as actions_cli
 from email_outbox.cli import configuration_sets as configuration_sets_cli
 from email_outbox.cli import console as console_cli
 from email_outbox.cli import enqueue as enqueue_cli
 from email_outbox.cli import events as events_cli
 from email_outbox.cli import grant as grant_cli
-from email_outbox.cli import operator as operator_cli
+from email_outbox.cli import inspect as inspect_cli
 from email_outbox.cli import retention as retention_cli
 from email_outbox.cli import senders as senders_cli
 from email_outbox.cli import suppression as suppression_cli
@@ -86,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_worker)
 
-    operator_cli.register(sub)
+    inspect_cli.register(sub)
+    actions_cli.register(sub)
     enqueue_cli.register(sub)
     grant_cli.register(sub)
     senders_cli.register(sub)

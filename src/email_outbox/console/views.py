@@ -20,7 +20,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from email_outbox.cli.operator import REQUEUE_WARNING, parse_duration
+from email_outbox.cli.actions import REQUEUE_WARNING
+from email_outbox.cli.common import parse_duration
 from email_outbox.console.data import ConsoleReads, Overview
 from email_outbox.console.security import CsrfTokens, body_headers
 from email_outbox.display import age, visible, when
