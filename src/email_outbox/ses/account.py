@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from email_outbox.ses.sender import make_client
 from email_outbox.worker.config import WorkerConfig
 
 
@@ -34,6 +33,10 @@ class SesAccount:
 
     @classmethod
     def for_config(cls, config: WorkerConfig) -> SesAccount:
+        # Imported here: the sender imports email_outbox.worker.config, whose package imports this
+        # module, so a module-level import fails whenever the sender is imported first.
+        from email_outbox.ses.sender import make_client
+
         return cls(make_client(config))
 
     def read(self) -> AccountQuota:

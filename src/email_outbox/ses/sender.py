@@ -2,7 +2,9 @@
 
 botocore's standard and legacy retry modes resend on read timeouts and 5xx; SendEmail has no
 idempotency key, so a resend can deliver the email twice. total_max_attempts=1 and every outcome
-goes to email_outbox.ses.classify instead.
+goes to email_outbox.ses.classify instead. SendEmail goes through the lean client
+(email_outbox.ses.lean_client) unless --ses-client boto3 says otherwise; both raise botocore's
+exceptions, so the classification is one.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from botocore.config import Config
 
 from email_outbox.models import Attachment, ClaimedEmail
 from email_outbox.ses.classify import Decision, Outcome, classify_exception, classify_response
+from email_outbox.ses.lean_client import LeanSesClient
 from email_outbox.worker.config import WorkerConfig, aws_region
 
 OUTBOX_ID_TAG = "outbox_id"
 
 
-def make_client(config: WorkerConfig) -> Any:
+def make_client(config: WorkerConfig, session: boto3.session.Session | None = None) -> Any:
     botocore_config = Config(
         retries={"total_max_attempts": 1, "mode": "standard"},
         connect_timeout=config.ses_connect_timeout,
@@ -32,7 +35,16 @@ def make_client(config: WorkerConfig) -> Any:
         tcp_keepalive=True,
     )
     # The endpoint comes from boto3's own AWS_ENDPOINT_URL_SESV2 / AWS_ENDPOINT_URL when set.
-    return boto3.session.Session().client("sesv2", region_name=aws_region(), config=botocore_config)
+    session = session if session is not None else boto3.session.Session()
+    return session.client("sesv2", region_name=aws_region(), config=botocore_config)
+
+
+def make_send_client(config: WorkerConfig) -> Any:
+    """The client SendEmail goes through: the setting `ses_client` picks lean or boto3."""
+    if config.ses_client == "boto3":
+        return make_client(config)
+    session = boto3.session.Session()
+    return LeanSesClient(session, make_client(config, session))
 
 
 def build_request(
@@ -158,7 +170,7 @@ class SesSender:
 
     def __init__(self, config: WorkerConfig, client: Any | None = None) -> None:
         self.config = config
-        self.client = client if client is not None else make_client(config)
+        self.client = client if client is not None else make_send_client(config)
         self.simple_ok = simple_content_carries_everything(self.client)
 
     def send(self, email: ClaimedEmail) -> Decision:

@@ -13,6 +13,7 @@ from email_outbox.errors import ConfigError
 
 ENV_PREFIX = "EMAIL_OUTBOX_"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+SES_CLIENTS = ("lean", "boto3")
 
 
 def _meta(env: str, parse: Any, help: str) -> dict[str, Any]:
@@ -90,6 +91,15 @@ class WorkerConfig:
     ses_read_timeout: float = field(
         default=20.0,
         metadata=_meta("SES_READ_TIMEOUT", float, "seconds; connect + read must be at most half the lease"),
+    )
+    ses_client: str = field(
+        default="lean",
+        metadata=_meta(
+            "SES_CLIENT",
+            str,
+            "lean (botocore's signer and HTTP session without boto3's per-call work) or boto3 (its"
+            " sesv2 client); both classify every outcome alike",
+        ),
     )
     shutdown_grace_seconds: float = field(
         default=30.0,
@@ -294,6 +304,10 @@ def validate(c: WorkerConfig) -> None:
         c.longest_send_seconds <= c.lease_seconds / 2,
         f"SES connect timeout + read timeout ({c.ses_connect_timeout:g}s + {c.ses_read_timeout:g}s) must be at most"
         f" half the lease ({c.lease_seconds}s / 2): raise {env_name('lease_seconds')} or lower the timeouts",
+    )
+    _check(
+        c.ses_client in SES_CLIENTS,
+        f"{env_name('ses_client')} must be one of {', '.join(SES_CLIENTS)} (got {c.ses_client})",
     )
     _check(c.shutdown_grace_seconds >= 0, f"{env_name('shutdown_grace_seconds')} must be 0 or more")
     _check(
