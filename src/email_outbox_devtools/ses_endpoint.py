@@ -4,7 +4,8 @@ It implements SendEmail (POST /v2/email/outbound-emails) and GetAccount (GET /v2
 sends to the account's quota like SES (email_outbox_devtools.ses_quota), records every message it accepts in full (with
 its EmailTags, so tests count sends per outbox id), and injects faults by rule: latency, throttling,
 5xx, permanent rejection, account problems, a read timeout after accepting (the message counts as
-sent but the client never hears), and connection resets before or after accepting.
+sent but the client never hears), connection resets before or after accepting, a 200 without a
+MessageId, and an error status with no SES error in it (a load balancer's HTML page).
 
 Control, for tests in other processes: GET /_control/accepted, PUT /_control/faults (a JSON list of
 rules, replacing the current ones), POST /_control/reset, POST /_control/release (let held sends go),
@@ -48,6 +49,8 @@ FAULT_KINDS = (
     "reset_after_accept",  # record the message, then reset the connection
     "reset_before_accept",  # reset the connection without recording
     "hold_after_accept",  # record the message, then answer 200 only once released (or after `seconds`)
+    "no_message_id",  # record the message, then answer 200 with an empty JSON object
+    "bare_error",  # `status` with an HTML body and no error type, as a load balancer in front answers
 )
 
 
@@ -176,6 +179,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, code: str, message: str) -> None:
         self._json(status, {"message": message}, {"x-amzn-ErrorType": code})
 
+    def _bare_error(self, status: int) -> None:
+        data = b"<html><body><h1>%d</h1></body></html>" % status
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.close_connection = True
@@ -265,6 +276,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif kind == "account" and rule:
             self._error(400, rule.code or "SendingPausedException", "sending is paused for this account")
             return
+        elif kind == "bare_error" and rule:
+            self._bare_error(rule.status)
+            return
         elif kind == "reset_before_accept":
             self._reset()
             return
@@ -278,6 +292,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if kind == "reset_after_accept":
             self._reset()
+            return
+        if kind == "no_message_id":
+            self._json(200, {})
             return
         if kind == "hold_after_accept" and rule:
             with state.lock:

@@ -1,5 +1,6 @@
-"""The SES client against a real TLS listener on loopback and the real boto3 client: only a failure
-that proves the request never left may be retried or failed; anything after it may have left is ambiguous."""
+"""The SES client against a real TLS listener on loopback, with the real boto3 client and the lean one
+alike: only a failure that proves the request never left may be retried or failed; anything after it
+may have left is ambiguous."""
 
 from __future__ import annotations
 
@@ -11,9 +12,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from botocore.config import Config
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -21,8 +20,9 @@ from cryptography.x509.oid import NameOID
 
 from email_outbox.models import ClaimedEmail
 from email_outbox.ses.classify import Outcome
-from email_outbox.ses.sender import SesSender
+from email_outbox.ses.sender import SesSender, make_send_client
 from email_outbox.worker.config import load_config
+from tests.support.ses_clients import CLIENT_KINDS, ses_client
 
 EMAIL = ClaimedEmail(1, "n-1", "user@example.com", "sender@example.com", "s", "hello", None, 0, 5)
 
@@ -112,6 +112,11 @@ def _read_request(conn: ssl.SSLSocket) -> bytes:
     return head + b"\r\n\r\n" + body
 
 
+@pytest.fixture(params=CLIENT_KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
 def listener(tmp_path: Path) -> Iterator[tuple[CorruptingListener, Path]]:
     cert, key = self_signed(tmp_path)
@@ -120,36 +125,33 @@ def listener(tmp_path: Path) -> Iterator[tuple[CorruptingListener, Path]]:
     server.close()
 
 
-def sender(port: int, verify: str | bool) -> SesSender:
+def sender(kind: str, port: int, verify: str | bool) -> SesSender:
     config = load_config({}, {"EMAIL_OUTBOX_DSN": "mysql://u:p@127.0.0.1:3306/db"})
-    client = boto3.session.Session().client(
-        "sesv2", region_name="us-east-1", endpoint_url=f"https://127.0.0.1:{port}", verify=verify,
-        aws_access_key_id="test", aws_secret_access_key="test",
-        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=5),
-    )  # fmt: skip
-    return SesSender(config, client)
+    return SesSender(config, ses_client(kind, f"https://127.0.0.1:{port}", verify=verify))
 
 
 def test_a_refused_certificate_proves_the_request_never_left_and_is_retried(
-    listener: tuple[CorruptingListener, Path],
+    listener: tuple[CorruptingListener, Path], kind: str
 ) -> None:
     server, _ = listener
-    decision = sender(server.port, verify=True).send(EMAIL)  # the system trust store: self-signed refused
+    decision = sender(kind, server.port, verify=True).send(
+        EMAIL
+    )  # the system trust store: self-signed refused
     assert (decision.outcome, decision.error_code) == (Outcome.TRANSIENT, "TLSCertificateRejected")
     assert server.requests == []
 
 
 def test_a_tls_failure_after_the_request_left_is_ambiguous_never_retried(
-    listener: tuple[CorruptingListener, Path],
+    listener: tuple[CorruptingListener, Path], kind: str
 ) -> None:
     server, cert = listener
-    decision = sender(server.port, verify=str(cert)).send(EMAIL)
+    decision = sender(kind, server.port, verify=str(cert)).send(EMAIL)
     assert len(server.requests) == 1 and b"user@example.com" in server.requests[0], "the request went out"
     assert decision.outcome is Outcome.AMBIGUOUS, decision
 
 
 def test_a_stored_message_that_cannot_be_made_into_a_request_fails_and_is_never_sent(
-    listener: tuple[CorruptingListener, Path],
+    listener: tuple[CorruptingListener, Path], kind: str
 ) -> None:
     """It used to raise out of the send slot: the started row was left for the sweep to make
     UnknownOutcome, though no request had left."""
@@ -157,6 +159,30 @@ def test_a_stored_message_that_cannot_be_made_into_a_request_fails_and_is_never_
     broken = ClaimedEmail(
         2, "n-2", "user@example.com", "sender@example.com", "s", "hi", None, 0, 5, message_options="{not json"
     )
-    decision = sender(server.port, verify=str(cert)).send(broken)
+    decision = sender(kind, server.port, verify=str(cert)).send(broken)
     assert (decision.outcome, decision.error_code) == (Outcome.PERMANENT, "MessageNotBuildable")
     assert server.requests == []
+
+
+def test_aws_ca_bundle_and_aws_endpoint_url_sesv2_reach_the_client_the_setting_picks(
+    listener: tuple[CorruptingListener, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's own client (make_send_client), configured only by the environment: without the
+    CA bundle the self-signed listener is refused before any request; with AWS_CA_BUNDLE it is trusted
+    and the request goes out."""
+    server, cert = listener
+    for name, value in {
+        "AWS_ENDPOINT_URL_SESV2": f"https://127.0.0.1:{server.port}", "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+    }.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    config = load_config({"ses_client": kind}, {"EMAIL_OUTBOX_DSN": "mysql://u:p@127.0.0.1:3306/db"})
+    refused = SesSender(config, make_send_client(config)).send(EMAIL)
+    assert (refused.outcome, refused.error_code, server.requests) == (
+        Outcome.TRANSIENT,
+        "TLSCertificateRejected",
+        [],
+    )
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+    trusted = SesSender(config, make_send_client(config)).send(EMAIL)
+    assert trusted.outcome is Outcome.AMBIGUOUS and len(server.requests) == 1
