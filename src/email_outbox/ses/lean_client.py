@@ -69,10 +69,13 @@ class LeanSesClient:
         stub: dict[str, Any] = {"url_path": self._operation.http["requestUri"], "query_string": {}}
         prepare_request_dict(stub, self._endpoint_url)
         self._url: str = stub["url"]
-        self._http = cast(Any, http)
-        self._proxy_url: str | None = self._http._proxy_config.proxy_url_for(self._url)
-        self._manager = self._http._get_connection_manager(self._url, self._proxy_url)
-        self._target: str = self._http._get_request_target(self._url, self._proxy_url)
+        private = cast(Any, http)
+        self._proxy_url: str | None = private._proxy_config.proxy_url_for(self._url)
+        self._manager = private._get_connection_manager(self._url, self._proxy_url)
+        self._target: str = private._get_request_target(self._url, self._proxy_url)
+        # Bound here, so a botocore that moved them fails the worker's start, not every send.
+        self._setup_ssl_cert = private._setup_ssl_cert
+        self._verify = private._verify
 
     def send_email(self, **request: Any) -> dict[str, Any]:
         request_dict = self._serializer.serialize_to_request(request, self._operation)
@@ -101,7 +104,7 @@ class LeanSesClient:
         try:
             # Per request, as URLLib3Session does: the manager may have replaced the pool since.
             pool = self._manager.connection_from_url(url)
-            self._http._setup_ssl_cert(pool, url, self._http._verify)
+            self._setup_ssl_cert(pool, url, self._verify)
             response: HTTPResponse = pool.urlopen(
                 "POST", self._target, body=body, headers=headers, retries=False, assert_same_host=False,
                 preload_content=True, decode_content=False, enforce_content_length=False,
