@@ -50,6 +50,12 @@ def test_an_accepted_send_answers_the_message_id_through_both_clients(endpoint: 
     assert lean_request == boto3_request, "the lean client sends the very request boto3 sends"
 
 
+def _fault_id(fault: FaultRule) -> str:
+    return "-".join(
+        str(p) for p in (fault.kind, fault.status if "error" in fault.kind else "", fault.code) if p
+    )
+
+
 @pytest.mark.parametrize(
     ("fault", "expected"),
     [
@@ -68,7 +74,7 @@ def test_an_accepted_send_answers_the_message_id_through_both_clients(endpoint: 
         (FaultRule("reset_before_accept"), (Outcome.AMBIGUOUS, "ConnectionClosedError")),
         (FaultRule("timeout_after_accept", seconds=2), (Outcome.AMBIGUOUS, "ReadTimeout")),
     ],
-    ids=lambda v: f"{v.kind}-{v.status if v.kind.endswith('error') else v.code}" if isinstance(v, FaultRule) else "",
+    ids=lambda v: _fault_id(v) if isinstance(v, FaultRule) else v[0].value,
 )  # fmt: skip
 def test_every_answer_and_failure_is_classified_alike_by_both_clients(
     endpoint: SesEndpoint, fault: FaultRule, expected: tuple[Outcome, str]
