@@ -38,6 +38,7 @@ BEGIN
   DECLARE v_error_message LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_own INT DEFAULT NULL;
+  DECLARE v_done INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL email_internal_undo(v_own);
@@ -56,6 +57,16 @@ BEGIN
   ) ENGINE = MEMORY;
   DELETE FROM email_finalize_batch_results;
   CALL email_internal_begin(v_own);
+  -- A batch of plain finalizes ends in one statement (email_internal_finalize_rows); up to 64 items, the
+  -- most its in-memory working table is sized for. Anything else goes item by item.
+  IF v_count BETWEEN 2 AND 64 THEN
+    CALL email_internal_finalize_rows(p_outcomes, v_done);
+  END IF;
+  IF v_done = 1 THEN
+    INSERT INTO email_finalize_batch_results (seq, id, affected, status)
+    SELECT seq, id, landed, to_status FROM email_settle_rows;
+    SET v_index = v_count;
+  END IF;
   WHILE v_index < v_count DO
     SET v_item = JSON_EXTRACT(p_outcomes, CONCAT('$[', v_index, ']'));
     SET v_where = CONCAT('email_finalize_batch: outcomes[', v_index, ']');

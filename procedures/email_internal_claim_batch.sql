@@ -1,7 +1,7 @@
 -- Internal: the claim behind email_internal_claim_rows (every batch claim). Sweeps stale leases and
 -- expired rows, then claims up to p_limit due rows, highest priority first, then oldest due, for one
 -- worker in one short transaction, with one audit event per
--- row, and leaves their ids in the session's temporary table email_claim_batch_ids for the caller's
+-- row, and leaves their ids in the session's temporary table email_claim_batch_rows for the caller's
 -- result set. Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never
 -- share a row. Commits its own transaction. p_reserve 1: the rows are reservations (reserved_at set:
 -- their sends have not started; see email_reserve_batch); 0: claimed as started.
@@ -45,11 +45,16 @@ BEGIN
   CALL email_internal_sweep_stale_leases(p_limit, v_swept);
   CALL email_internal_expire_overdue(p_limit, 'expiry-sweep', v_expired);
 
-  CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_ids (
+  -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
+  -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
+  -- would go through an on-disk temporary table on every claim.
+  CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_rows (
+    seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-    from_status ENUM('Pending', 'Retrying') NOT NULL
+    from_status ENUM('Pending', 'Retrying') NOT NULL,
+    KEY ix_seq (seq) USING BTREE
   ) ENGINE = MEMORY;
-  DELETE FROM email_claim_batch_ids;
+  DELETE FROM email_claim_batch_rows;
 
   -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
   -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
@@ -63,7 +68,7 @@ BEGIN
   END IF;
   START TRANSACTION;
   SET v_now = UTC_TIMESTAMP(6);
-  INSERT INTO email_claim_batch_ids (id, from_status)
+  INSERT INTO email_claim_batch_rows (id, from_status)
   SELECT id, status
     FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
    -- Highest priority first (claim_rank = 9 - priority), then the oldest due: one range per rank.
@@ -81,7 +86,7 @@ BEGIN
 
   -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
   -- locked read, not from the column being overwritten.
-  UPDATE email_claim_batch_ids c
+  UPDATE email_claim_batch_rows c
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
      SET a.claimed_from_status = c.from_status,
          a.status = 'Processing',
@@ -98,7 +103,7 @@ BEGIN
   INSERT INTO email_delivery_events
     (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
   SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
-    FROM email_claim_batch_ids c
+    FROM email_claim_batch_rows c
    ORDER BY c.id;
   COMMIT;
 END

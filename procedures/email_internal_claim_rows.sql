@@ -30,9 +30,10 @@ BEGIN
          a.attempt_count, a.max_attempts, a.lease_expires_at,
          COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
          a.message_options, a.attachment_bytes
-    FROM email_claim_batch_ids c
+    FROM email_claim_batch_rows c FORCE INDEX (ix_seq)
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
    WHERE a.claim_token = p_claim_token COLLATE utf8mb4_bin
      AND a.status = 'Processing'
-   ORDER BY a.priority DESC, a.next_attempt_at, a.id;
+   -- the claim's own order: highest priority first, then the oldest due
+   ORDER BY c.seq;
 END

@@ -9,13 +9,13 @@ BEGIN
   DECLARE v_done INT DEFAULT 0;
   DECLARE c_messages CURSOR FOR
     SELECT a.id
-      FROM email_claim_batch_ids c
+      FROM email_claim_batch_rows c
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
      WHERE a.message_options IS NOT NULL;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
   -- Nearly always there is nothing to do: no whole message in the claim, or an empty list.
   IF EXISTS (SELECT 1 FROM email_suppressed_addresses)
-     AND EXISTS (SELECT 1 FROM email_claim_batch_ids c
+     AND EXISTS (SELECT 1 FROM email_claim_batch_rows c
                    STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
                   WHERE a.message_options IS NOT NULL) THEN
     OPEN c_messages;

@@ -1,5 +1,5 @@
 -- Internal: inside email_internal_claim_batch's transaction, right after the locking read. Rows just
--- locked for the claim (email_claim_batch_ids) whose expires_at has passed end Failed ('Expired',
+-- locked for the claim (email_claim_batch_rows) whose expires_at has passed end Failed ('Expired',
 -- never handed to SES, no attempt counted), audited in one statement, and leave the id list, so the
 -- claim neither takes nor returns them. Nearly always there is none: one join over the locked ids.
 CREATE PROCEDURE email_internal_fail_expired_claims(
@@ -14,12 +14,12 @@ BEGIN
     (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
   SELECT c.id, p_now, c.from_status, 'Failed', NULL, p_actor, SESSION_USER(),
          CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
-    FROM email_claim_batch_ids c
+    FROM email_claim_batch_rows c
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
    WHERE a.expires_at <= p_now
    ORDER BY c.id;
   IF ROW_COUNT() > 0 THEN
-    UPDATE email_claim_batch_ids c
+    UPDATE email_claim_batch_rows c
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
        SET a.status = 'Failed',
            a.last_error_code = 'Expired',
@@ -29,7 +29,7 @@ BEGIN
            a.updated_at = p_now
      WHERE a.expires_at <= p_now
        AND a.status IN ('Pending', 'Retrying');
-    DELETE c FROM email_claim_batch_ids c
+    DELETE c FROM email_claim_batch_rows c
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
      WHERE a.expires_at <= p_now;
   END IF;

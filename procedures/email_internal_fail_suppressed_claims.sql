@@ -1,5 +1,5 @@
 -- Internal: the batch form of email_internal_fail_if_suppressed, inside email_internal_claim_batch's
--- transaction. Rows just locked for the claim (email_claim_batch_ids) whose recipient is on the
+-- transaction. Rows just locked for the claim (email_claim_batch_rows) whose recipient is on the
 -- suppression list end Failed ('Suppressed', never handed to SES, no attempt counted), audited in one
 -- statement, and leave the id list, so the claim neither takes nor returns them.
 CREATE PROCEDURE email_internal_fail_suppressed_claims(
@@ -26,7 +26,7 @@ BEGIN
   INSERT INTO email_claim_suppressed_ids (id, from_status, why)
   SELECT c.id, c.from_status,
          LEFT(CONCAT('not sent: ', a.to_address, ' is on the suppression list (', s.reason, ': ', s.detail, ')'), 1000)
-    FROM email_claim_batch_ids c
+    FROM email_claim_batch_rows c
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
          STRAIGHT_JOIN email_suppressed_addresses s
            ON s.address_key IN (
@@ -51,6 +51,6 @@ BEGIN
     SELECT x.id, p_now, x.from_status, 'Failed', NULL, p_actor, SESSION_USER(), x.why
       FROM email_claim_suppressed_ids x
      ORDER BY x.id;
-    DELETE c FROM email_claim_batch_ids c JOIN email_claim_suppressed_ids x ON x.id = c.id;
+    DELETE c FROM email_claim_batch_rows c JOIN email_claim_suppressed_ids x ON x.id = c.id;
   END IF;
 END

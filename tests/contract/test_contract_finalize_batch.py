@@ -225,3 +225,95 @@ def test_the_previous_releases_outcome_names_still_work_for_one_release(repo: Ou
     assert (result.affected, result.status, started) == (1, Status.SENT, False), (
         "started already by the alias"
     )
+
+
+def full_state(repo: OutboxRepository, attempt_id: int) -> tuple[Any, ...]:
+    """Every column a finalize writes, but the times, and its audit events."""
+    row = scalar(
+        repo,
+        "SELECT JSON_ARRAY(status, attempt_count, claim_token, lease_expires_at, claimed_from_status,"
+        " reserved_at, provider_message_id, sent_at IS NULL, last_error_code, last_error_message,"
+        " row_version) FROM email_delivery_attempts WHERE id = %s",
+        (attempt_id,),
+    )
+    events = [(e.from_status, e.to_status, e.actor, e.detail) for e in repo.events(attempt_id)]
+    return json.loads(row), events
+
+
+def session_calls(repo: OutboxRepository) -> int:
+    with repo._cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
+        return int(cursor.fetchall()[0]["Value"])
+
+
+def test_the_set_path_ends_claims_exactly_as_the_single_procedures(repo: OutboxRepository) -> None:
+    """A batch of well-formed finalizes ends in one statement (email_internal_finalize_rows), not one
+    per item, and every row and audit event is what the single procedures write: each outcome, the
+    attempt that uses up max_attempts, a stale claim, long and non-ASCII messages."""
+    long_message = "x" * 7990 + "é" * 10
+    odd = 'quote " backslash \\ emoji \U0001f4e7'
+    batch = claimed(repo, 6, max_attempts=3) + claimed(repo, 1, max_attempts=1)
+    single = claimed(repo, 6, max_attempts=3) + claimed(repo, 1, max_attempts=1)
+    specs: list[dict[str, Any]] = [
+        {"outcome": "Sent", "provider_message_id": "m-é"},
+        {"outcome": "Failed", "error_code": "MessageRejected", "error_message": odd},
+        {
+            "outcome": "Retrying",
+            "error_code": "Throttling",
+            "error_message": long_message,
+            "delay_seconds": 30,
+        },
+        {"outcome": "UnknownOutcome", "error_message": "read timeout"},
+        {"outcome": "Released", "delay_seconds": 5},
+        {"outcome": "Sent", "provider_message_id": "stale"},
+        {"outcome": "Retrying", "error_code": "ServiceUnavailable", "error_message": "used up"},
+    ]
+    stale = token()
+    items = [
+        FinalizeItem(i, stale if n == 5 else t, **spec)  # the sixth claim is no longer held
+        for n, ((i, t), spec) in enumerate(zip(batch, specs, strict=True))
+    ]
+    before = session_calls(repo)
+    results = repo.finalize_batch(items)
+    # Com_call_procedure counts the nested CALLs too: a fixed handful for the set, ~14 per item otherwise.
+    assert session_calls(repo) - before < 2 * len(items), "the batch was not ended in one set"
+    assert [(r.affected, r.status) for r in results] == [
+        (1, Status.SENT), (1, Status.FAILED), (1, Status.RETRYING), (1, Status.UNKNOWN_OUTCOME),
+        (1, Status.PENDING), (0, None), (1, Status.FAILED),
+    ]  # fmt: skip
+    for n, ((i, t), spec) in enumerate(zip(single, specs, strict=True)):
+        held = stale if n == 5 else t
+        outcome = spec["outcome"]
+        if outcome == "Sent":
+            repo.finalize_sent(i, held, spec["provider_message_id"])
+        elif outcome in ("Failed", "Retrying"):
+            repo.finalize_failure(
+                i, held, permanent=outcome == "Failed", error_code=spec["error_code"],
+                error_message=spec["error_message"], retry_delay_seconds=spec.get("delay_seconds", 0),
+            )  # fmt: skip
+        elif outcome == "UnknownOutcome":
+            repo.finalize_unknown(i, held, spec["error_message"])
+        else:
+            repo.release_claim(i, held, spec["delay_seconds"])
+    for (b, _), (s, _) in zip(batch, single, strict=True):
+        (got_row, got_events), (want_row, want_events) = full_state(repo, b), full_state(repo, s)
+        assert got_row[:2] == want_row[:2] and got_row[4:] == want_row[4:]
+        assert (got_row[2] is None) == (want_row[2] is None)  # the claim cleared, or still held
+        assert got_events == want_events
+
+
+def test_a_batch_the_set_path_does_not_take_lands_item_by_item_alike(repo: OutboxRepository) -> None:
+    """A deprecated outcome name or a message over 8,000 characters sends the batch down the
+    item-by-item path: the same rows, and the message cut to 8,000 characters."""
+    (a, ta), (b, tb) = claimed(repo, 2)
+    before = session_calls(repo)
+    results = repo.finalize_batch(
+        [
+            FinalizeItem(a, ta, "sent", provider_message_id="m-a"),
+            FinalizeItem(b, tb, "UnknownOutcome", error_message="y" * 9000),
+        ]
+    )
+    assert session_calls(repo) - before >= 10, "expected the item-by-item path"
+    assert [(r.affected, r.status) for r in results] == [(1, Status.SENT), (1, Status.UNKNOWN_OUTCOME)]
+    message = scalar(repo, "SELECT last_error_message FROM email_delivery_attempts WHERE id = %s", (b,))
+    assert message == "y" * 8000

@@ -36,16 +36,34 @@ class Landing:
     reconnected: bool = False
 
 
+# How long a finalize may wait for the other rows in the send slots while sends are fast. Measured on 2
+# cores at 0 ms provider latency, 2 x 8: without it finalizes landed 2.4 to a call, and the database
+# spent ~0.8 ms of CPU per email; the rows of one claim end within a few ms of each other.
+COMPANY_SECONDS = 0.005
+
 # What one slot tells the database at once: a claim and the action for it, then optionally the start
 # of the reservation it sends next.
 Report = tuple[tuple[Claim, Action], ...]
 
 
 class Finalizer:
-    def __init__(self, database: DatabaseCalls, stats: WorkerStats) -> None:
+    def __init__(
+        self, database: DatabaseCalls, stats: WorkerStats, in_flight: Callable[[], int] = lambda: 0
+    ) -> None:
+        """`in_flight`: the rows this replica holds in its send slots, each of which ends in a finalize."""
         self._database = database
         self._stats = stats
-        self._group: GroupCommit[Report, tuple[Landing, ...]] = GroupCommit(self._land_reports)
+        self._in_flight = in_flight
+        self._group: GroupCommit[Report, tuple[Landing, ...]] = GroupCommit(
+            self._land_reports, company=self._company
+        )
+
+    def _company(self) -> tuple[int, float]:
+        """While sends are fast, a finalize waits up to COMPANY_SECONDS for the other rows in the send
+        slots to end too, so they land in one call; while they are slow, never."""
+        if self._stats.sends_are_slow():
+            return 0, 0.0
+        return self._in_flight(), COMPANY_SECONDS
 
     def apply(self, claim: Claim, action: Action) -> bool:
         """Tell the database what became of the claimed row; True if the change landed."""

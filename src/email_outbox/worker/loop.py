@@ -24,13 +24,6 @@ from email_outbox.worker.stats import WorkerStats
 log = logging.getLogger("email_outbox.worker")
 
 MIN_IDLE_SECONDS = 0.02
-# A send slot takes its own next row (a reservation) when the median send takes at least this long.
-# Measured on 2 cores: at 50 ms per send, carrying on took the outbox from 0.85 to 0.95 of a bare send
-# loop; at 0 ms, the loop's shared claims serve several freed slots per CALL and do better.
-CARRY_ON_ABOVE_SECONDS = 0.010
-# ... judged on the median of at least this many recent sends: the first sends of a replica open their
-# connections and are slow, and reservations taken on their account would only be given back.
-JUDGE_AFTER_SENDS = 10
 # With fast sends, the loop waits up to this long for every slot to be free before it claims: slots
 # free every millisecond or two then, a claim costs the database about 0.65 ms plus 0.13 ms a row, and
 # the sends of one claim end close together, so their finalizes land as one group too. Measured on 2
@@ -129,9 +122,7 @@ class ClaimLoop:
         return self._reservations.take()
 
     def _provider_is_slow(self) -> bool:
-        with self._stats.lock:
-            recent = sorted(self._stats.recent_send_seconds)
-        return len(recent) >= JUDGE_AFTER_SENDS and recent[len(recent) // 2] >= CARRY_ON_ABOVE_SECONDS
+        return self._stats.sends_are_slow()
 
     def claim(self, limit: int) -> list[Claim] | None:
         """Up to `limit` rows, started, each taking a send slot here: none of them waits; None if the

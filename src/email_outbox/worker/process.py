@@ -73,7 +73,7 @@ class Worker:
         self.shared_rate = SharedRate(config, self.database, self.stats, account or _LazyAccount(config))
         self.pacer = Pacer(config, self.stats, self.shared_rate)
         self.breaker = Breaker(config, self.database, self.stats, rng)
-        finalizer = Finalizer(self.database, self.stats)
+        finalizer = Finalizer(self.database, self.stats, lambda: self.slots.taken)
         self._reserver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reserve")
         self.reservations = Reservations(
             config, self.database, finalizer, self.stats, self._reserver, self.pacer
