@@ -1,7 +1,9 @@
--- Internal: the one way a claim ends, one claim at a time (email_internal_settle_rows does the work, for
--- one claim here and for many in email_finalize_batch). A row this claim still holds (id, claim token, Processing) leaves
--- Processing, every claim column is cleared, and its audit event is written, in one unit of work.
--- Every finalize procedure, the release and the lease sweep end claims through here.
+-- Internal: the one way a claim ends, one claim at a time (email_internal_settle_rows makes the same
+-- change to a set of claims at once: a change to one is a change to both, and
+-- tests/contract/test_contract_finalize_batch.py holds them to the same rows and events). A row this
+-- claim still holds (id, claim token, Processing) leaves Processing, every claim column is cleared, and
+-- its audit event is written, in one unit of work. Every finalize procedure, the release and the lease
+-- sweep end claims through here.
 --   p_outcome 'Sent'            provider_message_id and sent_at set
 --             'Failed'          a permanent failure
 --             'Retrying'        due again after p_delay_seconds; Failed instead on the attempt that
@@ -31,13 +33,62 @@ CREATE PROCEDURE email_internal_settle(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-  -- The working table, not this call's own UPDATE: the change and its audit event are written in one
-  -- place (email_internal_settle_rows), whether one claim ends or many.
-  CALL email_internal_settle_rows_clear();
-  INSERT INTO email_settle_rows
-    (seq, id, claim_token, outcome, provider_message_id, error_code, error_message, delay_seconds, actor, detail)
-  VALUES (0, p_id, p_claim_token, p_outcome, p_provider_message_id, p_error_code, LEFT(p_error_message, 8000),
-          p_delay_seconds, p_actor, p_detail);
-  CALL email_internal_settle_rows(p_expired_by);
-  SELECT to_status INTO p_to_status FROM email_settle_rows WHERE seq = 0;
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
+  DECLARE v_attempted INT DEFAULT IF(p_outcome = 'Released', 0, 1);
+  DECLARE v_actor VARCHAR(191) CHARACTER SET utf8mb4;
+  DECLARE v_own INT DEFAULT NULL;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION
+  BEGIN
+    CALL email_internal_undo(v_own);
+    RESIGNAL;
+  END;
+  SET p_to_status = NULL;
+  CALL email_internal_begin(v_own);
+  -- Every expression reads attempt_count, claimed_at and claimed_from_status before they are
+  -- assigned, so the row written is the same under MySQL's left-to-right assignment and MariaDB's
+  -- SIMULTANEOUS_ASSIGNMENT.
+  UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
+     SET status = CASE p_outcome
+                    WHEN 'Released' THEN COALESCE(claimed_from_status, 'Pending')
+                    WHEN 'Retrying' THEN IF(attempt_count + 1 >= max_attempts, 'Failed', 'Retrying')
+                    ELSE p_outcome
+                  END,
+         next_attempt_at = IF(p_outcome = 'Released'
+                              OR (p_outcome = 'Retrying' AND attempt_count + 1 < max_attempts),
+                              v_now + INTERVAL p_delay_seconds SECOND, next_attempt_at),
+         last_attempt_at = IF(v_attempted = 1, IF(p_expired_by IS NULL, v_now, claimed_at), last_attempt_at),
+         last_error_code = IF(p_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), p_error_code, last_error_code),
+         last_error_message = IF(p_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'),
+                                 LEFT(p_error_message, 8000), last_error_message),
+         provider_message_id = IF(p_outcome = 'Sent', p_provider_message_id, provider_message_id),
+         sent_at = IF(p_outcome = 'Sent', v_now, sent_at),
+         attempt_count = attempt_count + v_attempted,
+         claim_token = NULL,
+         lease_expires_at = NULL,
+         claimed_from_status = NULL,
+         reserved_at = NULL,
+         row_version = row_version + 1,
+         updated_at = v_now
+   WHERE id = p_id
+     AND claim_token = p_claim_token COLLATE utf8mb4_bin
+     AND status = 'Processing'
+     AND (p_expired_by IS NULL OR lease_expires_at <= p_expired_by)
+     -- The sweep releases only a reservation whose send never started, read again under the row lock.
+     AND (p_expired_by IS NULL OR p_outcome <> 'Released' OR reserved_at IS NOT NULL);
+  IF ROW_COUNT() = 1 THEN
+    SELECT status, claimed_by INTO p_to_status, v_actor FROM email_delivery_attempts WHERE id = p_id;
+    CALL email_internal_record_event(p_id, v_now, 'Processing', p_to_status, p_claim_token,
+      COALESCE(p_actor, v_actor),
+      COALESCE(p_detail, CASE
+        WHEN p_outcome = 'Sent' THEN CONCAT('provider_message_id=', p_provider_message_id)
+        WHEN p_outcome = 'UnknownOutcome' THEN
+          LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(p_error_message, '?')), 2000)
+        WHEN p_outcome = 'Failed' THEN CONCAT('permanent failure: ', COALESCE(p_error_code, '?'))
+        WHEN p_outcome = 'Retrying' AND p_to_status = 'Failed' THEN
+          CONCAT('attempts used up: ', COALESCE(p_error_code, '?'))
+        WHEN p_outcome = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(p_error_code, '?'))
+        ELSE CONCAT('released, due again in ', p_delay_seconds, 's')
+      END));
+  END IF;
+  CALL email_internal_end(v_own);
 END

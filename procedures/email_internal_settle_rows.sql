@@ -1,9 +1,13 @@
--- Internal: the one way claims end, for every row of the session's working table email_settle_rows
--- at once (email_internal_settle_rows_clear opens it; email_internal_settle fills one row, the set path
--- of email_finalize_batch many). A row this claim still holds (id, claim token, Processing) leaves
--- Processing, every claim column is cleared, and its audit event is written, all rows in one unit of
--- work: one UPDATE and one INSERT for N claims, not N of each, which is what a finalize costs the
--- database. Each row is fenced by its own claim: one no longer held is left as it is.
+-- Internal: email_internal_settle's change for every row of the session's working table email_settle_rows
+-- at once (email_internal_settle_rows_clear opens it; email_finalize_batch's set path,
+-- email_internal_finalize_rows, fills it). The change and the audit event are settle's, written as one
+-- statement each for the set: a change to one is a change to both, and
+-- tests/contract/test_contract_finalize_batch.py holds them to the same rows and events. A single claim
+-- goes through settle's own UPDATE: through this working table it cost the database a third more. A row
+-- this claim still holds (id, claim token, Processing) leaves Processing, every claim column is cleared,
+-- and its audit event is written, all rows in one unit of work: one UPDATE and one INSERT for N claims,
+-- not N of each, which is what a finalize costs the database. Each row is fenced by its own claim: one no
+-- longer held is left as it is.
 -- Working-table columns, one row per claim:
 --   outcome   'Sent'            provider_message_id and sent_at set
 --             'Failed'          a permanent failure
