@@ -126,8 +126,11 @@ accepted more than once.
 - **Celery + Redis** (in memory; a reference): the same app and settings on a private `redis-server`
   ({results.get("redis_version", "?")}, `--save "" --appendonly no`: nothing on disk). The backlog waits on
   a list of its own and a Redis `RENAME` makes it the workers' queue at once.
-- **Outbox**: {r} worker replicas {X} concurrency 8 on the durable database; the clock runs from making
-  the held rows due until every row is final.
+- **Outbox**: {r} worker replicas {X} concurrency 8 on the durable database, sending with its default
+  lean SES client (botocore's signer, serializer and parser on boto3's connection pool:
+  `email_outbox.ses.lean_client`); the clock runs from making the held rows due until every row is
+  final. **Outbox, boto3 client**: the same with `--ses-client boto3` (boto3's own `send_email`), so the
+  database's share of the gains and the client's show apart.
 
 Every round (emails/s; CPU ms per email; of it, the store):
 

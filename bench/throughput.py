@@ -45,7 +45,7 @@ from scenarios.bare import run_bare
 from scenarios.claim_paths import run_claim_path
 from scenarios.enqueue import run_enqueue
 from scenarios.outbox import run_outbox
-from scenarios.peers import BARE, PEER_LATENCIES, PEER_SYSTEMS, measure_round_robin, middle, peer_row
+from scenarios.peers import BARE, OUTBOX, PEER_LATENCIES, PEER_SYSTEMS, measure_round_robin, middle, peer_row
 from scenarios.table_size import claim_rates
 
 from email_outbox_devtools.dbserver import PrivateServer
@@ -78,9 +78,9 @@ def latency_sweep(
     by_latency, peers = [], []
     for latency in latencies:
         peer = latency in PEER_LATENCIES
-        systems = PEER_SYSTEMS if peer else (BARE, "outbox")
+        systems = PEER_SYSTEMS if peer else (BARE, OUTBOX)
         measured = measure_round_robin(bench, systems, latency, lat_r, c, emails, base, rounds if peer else 1)
-        run, bare = middle(measured["outbox"]), middle(measured[BARE])
+        run, bare = middle(measured[OUTBOX]), middle(measured[BARE])
         ideal = lat_r * c / latency if latency else float("nan")
         row = {**run.detail, "bare_emails_per_s": bare.emails_per_s, "ideal_emails_per_s": ideal,
                "of_ideal": run.emails_per_s / ideal if latency else float("nan")}  # fmt: skip

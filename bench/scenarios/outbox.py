@@ -51,14 +51,19 @@ class OutboxRun:
 
 
 def spawn_workers(
-    dsn: DatabaseDsn, endpoint: Endpoint, replicas: int, concurrency: int, log_dir: Path
+    dsn: DatabaseDsn,
+    endpoint: Endpoint,
+    replicas: int,
+    concurrency: int,
+    log_dir: Path,
+    ses_client: str = "lean",
 ) -> list[tuple[subprocess.Popen[bytes], int]]:
     procs = []
     for r in range(replicas):
         worker = spawn_worker(
             dsn, endpoint.url, log_dir, f"bench-{r}", env=aws_env(endpoint.url),
             concurrency=concurrency, batch_size=concurrency, poll_interval=0.05,
-            metrics_port=free_port(), stats_interval=3600,
+            metrics_port=free_port(), stats_interval=3600, ses_client=ses_client,
         )  # fmt: skip
         assert worker.metrics_port is not None
         procs.append((worker.proc, worker.metrics_port))
@@ -108,12 +113,14 @@ def run_outbox(
     emails: int,
     log_dir: Path,
     paced_rate: float = 0.0,
+    ses_client: str = "lean",
 ) -> OutboxRun:
+    """`ses_client`: the worker's SES client, `lean` (its default) or `boto3`."""
     dsn = bench.fresh_database()
     endpoint = Endpoint(latency)
     try:
         enqueue_bulk(dsn, emails, "bulk", hold=True)
-        procs = spawn_workers(dsn, endpoint, replicas, concurrency, log_dir)
+        procs = spawn_workers(dsn, endpoint, replicas, concurrency, log_dir, ses_client)
         wait_ready(procs)
         cpu0 = {p.pid: proc_cpu_seconds(p.pid) for p, _ in procs}
         store0 = proc_cpu_seconds(bench.server_pid)

@@ -15,7 +15,11 @@ from scenarios.outbox import run_outbox
 
 PEER_LATENCIES = (0.0, 0.05)
 BARE = "bare boto3 loop"
-PEER_SYSTEMS = (BARE, "Celery + Redis", "Celery + RabbitMQ", "outbox")
+OUTBOX = "outbox"
+# The outbox with boto3's own send_email instead of its default lean client (email_outbox.ses.lean_client):
+# the database's gains and the client's, visible apart.
+OUTBOX_BOTO3 = "outbox, boto3 client"
+PEER_SYSTEMS = (BARE, "Celery + Redis", "Celery + RabbitMQ", OUTBOX, OUTBOX_BOTO3)
 CELERY_BROKERS = {"Celery + Redis": "redis", "Celery + RabbitMQ": "rabbitmq"}
 
 
@@ -68,7 +72,8 @@ def run_system(
         )
     if system in CELERY_BROKERS:
         return run_celery_peer(CELERY_BROKERS[system], latency, replicas, concurrency, emails, log_dir)
-    run = run_outbox(bench, latency, replicas, concurrency, emails, log_dir)
+    client = "boto3" if system == OUTBOX_BOTO3 else "lean"
+    run = run_outbox(bench, latency, replicas, concurrency, emails, log_dir, ses_client=client)
     return Measured(
         run.emails_per_s, run.cpu_ms_per_email + run.store_cpu_ms_per_email, run.store_cpu_ms_per_email,
         run.lost, run.duplicates, asdict(run),
