@@ -19,26 +19,29 @@ BEGIN
   DECLARE v_good INT;
   SET p_done = 0;
   CALL email_internal_settle_rows_clear();
-  -- One pass over the document (JSON_TABLE): each item's members as typed values, and `usable`, every
-  -- rule a finalize item must meet to take this path, judged on the members' own JSON (the typed
-  -- columns coerce silently, so they are trusted only for a usable item). IGNORE: an item repeating
-  -- another's id is left out instead of failing the statement, and the count below sees it.
+  -- One pass over the document (JSON_TABLE): each item's members, and `usable`, every rule a finalize
+  -- item must meet to take this path, judged on the members' own JSON (the values written are cut to
+  -- their columns, and trusted only for a usable item). IGNORE: an item repeating another's id is left
+  -- out instead of failing the statement, and the count below sees it.
   INSERT IGNORE INTO email_settle_rows
     (seq, id, claim_token, outcome, provider_message_id, error_code, error_message, delay_seconds, usable)
   SELECT o.seq - 1,
-         COALESCE(o.id, -o.seq),
-         o.claim_token,
+         IF(JSON_TYPE(o.m_id) IN ('INTEGER', 'UNSIGNED INTEGER')
+            AND CAST(o.m_id AS DECIMAL(30)) BETWEEN 1 AND 9223372036854775807, CAST(o.m_id AS SIGNED), -o.seq),
+         LEFT(JSON_UNQUOTE(o.m_claim_token), 64),
          COALESCE(o.step, ''),
-         IF(o.step = 'Sent', o.provider_message_id, NULL),
-         IF(o.step = 'UnknownOutcome', 'AmbiguousOutcome', o.error_code),
-         o.error_message,
-         COALESCE(o.delay_seconds, 0),
+         IF(o.step = 'Sent', LEFT(JSON_UNQUOTE(o.m_provider_message_id), 191), NULL),
+         IF(o.step = 'UnknownOutcome', 'AmbiguousOutcome', LEFT(JSON_UNQUOTE(NULLIF(o.m_error_code, 'null')), 191)),
+         LEFT(JSON_UNQUOTE(NULLIF(o.m_error_message, 'null')), 8000),
+         IF(JSON_TYPE(o.m_delay_seconds) IN ('INTEGER', 'UNSIGNED INTEGER')
+            AND CAST(o.m_delay_seconds AS DECIMAL(30)) BETWEEN 0 AND 604800, CAST(o.m_delay_seconds AS SIGNED), 0),
          COALESCE(
            JSON_TYPE(o.item) = 'OBJECT'
            -- exactly the known members, each once (a misspelt, repeated or unknown one leaves the count
            -- short), of the right JSON types and values
-           AND JSON_LENGTH(o.item) = o.has_id + o.has_claim_token + o.has_outcome + o.has_provider_message_id
-                                     + o.has_error_code + o.has_error_message + o.has_delay_seconds
+           AND JSON_LENGTH(o.item) = (o.m_id IS NOT NULL) + (o.m_claim_token IS NOT NULL) + (o.m_outcome IS NOT NULL)
+                                     + (o.m_provider_message_id IS NOT NULL) + (o.m_error_code IS NOT NULL)
+                                     + (o.m_error_message IS NOT NULL) + (o.m_delay_seconds IS NOT NULL)
            AND JSON_TYPE(o.m_id) IN ('INTEGER', 'UNSIGNED INTEGER')
            AND CAST(o.m_id AS DECIMAL(30)) BETWEEN 1 AND 9223372036854775807
            AND JSON_TYPE(o.m_claim_token) = 'STRING'
@@ -47,13 +50,12 @@ BEGIN
            AND o.step IS NOT NULL
            AND COALESCE(JSON_TYPE(o.m_provider_message_id), 'NULL') IN ('STRING', 'NULL')
            AND (o.step <> 'Sent' OR (JSON_TYPE(o.m_provider_message_id) = 'STRING'
-                                       AND CHAR_LENGTH(JSON_UNQUOTE(o.m_provider_message_id)) BETWEEN 1 AND 191))
+                                     AND CHAR_LENGTH(JSON_UNQUOTE(o.m_provider_message_id)) BETWEEN 1 AND 191))
            AND COALESCE(JSON_TYPE(o.m_error_code), 'NULL') IN ('STRING', 'NULL')
-           AND (COALESCE(JSON_TYPE(o.m_error_code), 'NULL') = 'NULL' OR CHAR_LENGTH(JSON_UNQUOTE(o.m_error_code)) <= 191)
+           AND COALESCE(CHAR_LENGTH(JSON_UNQUOTE(NULLIF(o.m_error_code, 'null'))), 0) <= 191
            AND COALESCE(JSON_TYPE(o.m_error_message), 'NULL') IN ('STRING', 'NULL')
            -- (a longer message is kept to 8,000 characters: the item-by-item path cuts it)
-           AND (COALESCE(JSON_TYPE(o.m_error_message), 'NULL') = 'NULL'
-                OR CHAR_LENGTH(JSON_UNQUOTE(o.m_error_message)) <= 8000)
+           AND COALESCE(CHAR_LENGTH(JSON_UNQUOTE(NULLIF(o.m_error_message, 'null'))), 0) <= 8000
            AND COALESCE(JSON_TYPE(o.m_delay_seconds), 'NULL') IN ('INTEGER', 'UNSIGNED INTEGER', 'NULL')
            AND (COALESCE(JSON_TYPE(o.m_delay_seconds), 'NULL') = 'NULL'
                 OR CAST(o.m_delay_seconds AS DECIMAL(30)) BETWEEN 0 AND 604800),
@@ -61,34 +63,21 @@ BEGIN
     FROM (
       SELECT j.*,
              -- the current names only: a deprecated alias takes the item-by-item path
-             CASE CAST(j.outcome AS BINARY)
+             CASE CAST(JSON_UNQUOTE(j.m_outcome) AS BINARY)
                WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' WHEN 'Retrying' THEN 'Retrying'
                WHEN 'UnknownOutcome' THEN 'UnknownOutcome' WHEN 'Released' THEN 'Released'
              END AS step
         FROM JSON_TABLE(p_outcomes, '$[*]' COLUMNS (
-             seq FOR ORDINALITY,
-             item JSON PATH '$',
-             m_id JSON PATH '$.id',
-             m_claim_token JSON PATH '$.claim_token',
-             m_outcome JSON PATH '$.outcome',
-             m_provider_message_id JSON PATH '$.provider_message_id',
-             m_error_code JSON PATH '$.error_code',
-             m_error_message JSON PATH '$.error_message',
-             m_delay_seconds JSON PATH '$.delay_seconds',
-             has_id INT EXISTS PATH '$.id',
-             has_claim_token INT EXISTS PATH '$.claim_token',
-             has_outcome INT EXISTS PATH '$.outcome',
-             has_provider_message_id INT EXISTS PATH '$.provider_message_id',
-             has_error_code INT EXISTS PATH '$.error_code',
-             has_error_message INT EXISTS PATH '$.error_message',
-             has_delay_seconds INT EXISTS PATH '$.delay_seconds',
-             id BIGINT PATH '$.id',
-             claim_token VARCHAR(64) CHARACTER SET utf8mb4 PATH '$.claim_token',
-             outcome VARCHAR(20) CHARACTER SET utf8mb4 PATH '$.outcome',
-             provider_message_id VARCHAR(191) CHARACTER SET utf8mb4 PATH '$.provider_message_id',
-             error_code VARCHAR(191) CHARACTER SET utf8mb4 PATH '$.error_code',
-             error_message VARCHAR(8000) CHARACTER SET utf8mb4 PATH '$.error_message',
-             delay_seconds BIGINT PATH '$.delay_seconds')) j
+               seq FOR ORDINALITY,
+               item JSON PATH '$',
+               -- each member's own JSON (NULL when absent; 'null' for a JSON null)
+               m_id JSON PATH '$.id',
+               m_claim_token JSON PATH '$.claim_token',
+               m_outcome JSON PATH '$.outcome',
+               m_provider_message_id JSON PATH '$.provider_message_id',
+               m_error_code JSON PATH '$.error_code',
+               m_error_message JSON PATH '$.error_message',
+               m_delay_seconds JSON PATH '$.delay_seconds')) j
     ) o;
   SELECT COUNT(*), SUM(usable) INTO v_items, v_good FROM email_settle_rows;
   IF v_items = JSON_LENGTH(p_outcomes) AND v_good = v_items THEN
