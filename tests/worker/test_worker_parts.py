@@ -34,7 +34,7 @@ from email_outbox.worker.claim import Claim
 from email_outbox.worker.config import WorkerConfig, load_config
 from email_outbox.worker.database import DatabaseCalls, RetryPolicy
 from email_outbox.worker.delivery import Delivery
-from email_outbox.worker.finalizer import Finalizer
+from email_outbox.worker.finalizer import COMPANY_SECONDS, Finalizer
 from email_outbox.worker.group_commit import GroupCommit
 from email_outbox.worker.loop import ClaimLoop
 from email_outbox.worker.pacing import Pacer
@@ -297,6 +297,37 @@ def test_finalizes_that_arrive_while_one_is_on_the_wire_land_together_each_with_
         thread.join(5)
     assert groups == [[0], [1, 2, 3, 4, 5]], "nothing waited for company; the rest went in one call"
     assert results == {i: i * 10 for i in range(6)}
+
+
+def test_a_leader_waits_for_the_company_it_expects_and_no_longer_than_it_may() -> None:
+    """While sends are fast, the first finalize waits for the other rows in the slots: one call."""
+    groups: list[list[int]] = []
+
+    def land(items: Any) -> list[int]:
+        groups.append(list(items))
+        return list(items)
+
+    group: GroupCommit[int, int] = GroupCommit(land, company=lambda: (4, 5.0))
+    threads = [threading.Thread(target=group.submit, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.01)  # they arrive one after another, as sends end
+    for thread in threads:
+        thread.join(5)
+    assert groups == [[0, 1, 2, 3]]
+    lonely: GroupCommit[int, int] = GroupCommit(land, company=lambda: (4, 0.05))
+    started = time.monotonic()
+    assert lonely.submit(9) == 9
+    assert 0.05 <= time.monotonic() - started < 2, "waited its time, no longer, for company that never came"
+
+
+def test_the_finalizer_waits_for_company_only_while_sends_are_fast() -> None:
+    stats = WorkerStats()
+    finalizer = Finalizer(cast(Any, None), stats, lambda: 6)
+    assert finalizer._company() == (6, COMPANY_SECONDS), "no judgement yet: fast"
+    for _ in range(20):
+        stats.record_send("accepted", 0.05)
+    assert finalizer._company() == (0, 0.0), "slow sends: a slot waiting is a send not made"
 
 
 def test_a_group_that_fails_tells_each_of_its_members_and_no_one_else() -> None:
