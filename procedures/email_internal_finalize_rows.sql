@@ -1,7 +1,8 @@
--- Internal: email_finalize_batch's set path. When every item of p_outcomes is a well-formed finalize
--- (not a 'Started' mark) on a row of its own, all of them end in one email_internal_settle_rows call:
--- one UPDATE and one INSERT of audit events for the whole batch instead of one of each per item, which
--- is most of what a finalize costs the database. p_done is 1 when it did so (the results are in
+-- Internal: email_finalize_batch's set path. When every item of p_outcomes is a well-formed finalize or
+-- start mark on a row of its own, the finalizes all end in one email_internal_settle_rows call (one
+-- UPDATE and one INSERT of audit events for the whole batch instead of one of each per item, which is
+-- most of what a finalize costs the database) and the start marks land in one email_internal_start_rows
+-- call. p_done is 1 when it did so (the results are in
 -- email_settle_rows: seq, id, landed, to_status); 0 when any item is not exactly such a finalize: then
 -- nothing was written, and the caller takes the item-by-item path, which ends each claim the same way
 -- and names the first item it refuses. So this path never refuses anything itself, and the rules it
@@ -66,6 +67,7 @@ BEGIN
              CASE CAST(JSON_UNQUOTE(j.m_outcome) AS BINARY)
                WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' WHEN 'Retrying' THEN 'Retrying'
                WHEN 'UnknownOutcome' THEN 'UnknownOutcome' WHEN 'Released' THEN 'Released'
+               WHEN 'Started' THEN 'Started'
              END AS step
         FROM JSON_TABLE(p_outcomes, '$[*]' COLUMNS (
                seq FOR ORDINALITY,
@@ -82,6 +84,7 @@ BEGIN
   SELECT COUNT(*), SUM(usable) INTO v_items, v_good FROM email_settle_rows;
   IF v_items = JSON_LENGTH(p_outcomes) AND v_good = v_items THEN
     CALL email_internal_settle_rows(NULL);
+    CALL email_internal_start_rows();
     SET p_done = 1;
   END IF;
 END

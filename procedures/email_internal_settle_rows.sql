@@ -74,7 +74,8 @@ BEGIN
          a.row_version = a.row_version + 1,
          a.updated_at = v_now,
          s.landed = 1
-   WHERE a.claim_token = s.claim_token COLLATE utf8mb4_bin
+   WHERE s.outcome <> 'Started'  -- start marks are email_internal_start_rows'
+     AND a.claim_token = s.claim_token COLLATE utf8mb4_bin
      AND a.status = 'Processing'
      AND (p_expired_by IS NULL OR a.lease_expires_at <= p_expired_by)
      -- The sweep releases only a reservation whose send never started, read again under the row lock.

@@ -4,6 +4,7 @@ procedure's exact change; a malformed item refuses the whole call and writes not
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidInput
 from email_outbox.models import FinalizeItem, Status
+from tests.conftest import db_now, set_clock
 from tests.support.helpers import enqueue_many, scalar, token
 
 
@@ -317,3 +319,48 @@ def test_a_batch_the_set_path_does_not_take_lands_item_by_item_alike(repo: Outbo
     assert [(r.affected, r.status) for r in results] == [(1, Status.SENT), (1, Status.UNKNOWN_OUTCOME)]
     message = scalar(repo, "SELECT last_error_message FROM email_delivery_attempts WHERE id = %s", (b,))
     assert message == "y" * 8000
+
+
+def test_start_marks_in_the_set_path_are_fenced_as_email_start_send(repo: OutboxRepository) -> None:
+    """What a replica carrying on sends: its slots' finalizes with the start marks of their next rows,
+    in one set. Each start is fenced as email_start_send's: another claim's token, a started claim and
+    a reservation past its expires_at are not started, and the last ends Failed ('Expired')."""
+    sent = claimed(repo, 2)
+    enqueue_many(repo, 3, prefix=token())
+    soon = (db_now(repo) + timedelta(seconds=2)).isoformat() + "Z"
+    message = {"to": ["user@example.com"], "subject": "s", "text": "t", "expires_at": soon}
+    expiring = repo.enqueue_message(token(), json.dumps(message)).attempt_id
+    t = token()
+    reserved = repo.reserve_batch(t, "worker-a", 60, 4, 1_000_000)
+    assert len(reserved) == 4 and expiring in [r.id for r in reserved]
+    fresh = [r.id for r in reserved if r.id != expiring]
+    assert repo.start_send(fresh[2], t) == 1  # started already
+    set_clock(repo, db_now(repo) + timedelta(seconds=3))  # past the one row's expires_at
+    try:
+        before = session_calls(repo)
+        results = repo.finalize_batch(
+            [FinalizeItem(i, ti, "Sent", provider_message_id=f"m-{i}") for i, ti in sent]
+            + [
+                FinalizeItem(fresh[0], t, "Started"),
+                FinalizeItem(fresh[1], token(), "Started"),  # another claim's token
+                FinalizeItem(fresh[2], t, "Started"),  # started already
+                FinalizeItem(expiring, t, "Started"),  # past its expires_at
+            ]
+        )
+        calls = session_calls(repo) - before
+    finally:
+        set_clock(repo, None)
+    # item by item this batch makes ~14 nested CALLs an item (84); the set path a fixed handful, plus
+    # email_internal_start's own few for each start that did not land
+    assert calls < 40, "the set path"
+    assert [(r.affected, r.status) for r in results] == [
+        (1, Status.SENT), (1, Status.SENT), (1, Status.PROCESSING), (0, None), (0, None), (0, None),
+    ]  # fmt: skip
+    assert reserved_at(repo, fresh[0]) is None and reserved_at(repo, fresh[1]) is not None
+    row = repo.get_row(expiring)
+    assert row.status is Status.FAILED and row.last_error_code == "Expired"
+    assert row.attempt_count == 0, "never sent: no attempt used"
+
+
+def reserved_at(repo: OutboxRepository, attempt_id: int) -> object:
+    return scalar(repo, "SELECT reserved_at FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
