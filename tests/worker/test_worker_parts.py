@@ -618,9 +618,28 @@ def test_a_slot_with_slow_sends_takes_reservations_reserved_a_batch_at_a_time() 
         stats.record_send("accepted", 0.05)
     taken = [loop.next_for_held_slot() for _ in range(5)]
     assert [c.id for c in taken if c] == [1, 2, 3, 4, 5]
-    # The third take left none: the next batch (4, 5) was reserved then; the fifth's found nothing.
-    assert [name for name, _ in repo.calls] == ["reserve"] * 3, "one claim per 3 rows, not per row"
+    # The third take left none: the next batch (4, 5) was reserved then. It came back short, so no
+    # more is reserved in the background.
+    assert [name for name, _ in repo.calls] == ["reserve"] * 2, "one claim per 3 rows, not per row"
     assert loop.next_for_held_slot() is None, "nothing due: the slot goes idle"
+    assert [name for name, _ in repo.calls] == ["reserve"] * 3, "asked once more, on the send path"
+
+
+def test_with_fast_sends_a_slot_carries_on_only_through_a_backlog() -> None:
+    """Fast sends with a backlog: the slots take reservations (their next rows start in the same
+    call as their finalizes, and the next batch is reserved off the send path); once a reserve comes
+    back short the backlog is worked, and the slots go back to the loop after the rows they hold."""
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 12)])
+    loop, _, stats, _ = carrying_on(repo, concurrency=8)
+    for _ in range(20):
+        stats.record_send("accepted", 0.001)
+    assert loop.next_for_held_slot() is None, "no claim yet says there is a backlog"
+    stats.record_claim(8, 8)
+    taken = [loop.next_for_held_slot() for _ in range(11)]
+    assert [c.id for c in taken if c] == list(range(1, 12))
+    assert [name for name, _ in repo.calls] == ["reserve", "reserve"], "8, then the 3 left"
+    assert not stats.backlogged, "the second reserve came back short"
+    assert loop.next_for_held_slot() is None and len(repo.calls) == 2, "no reserve without a backlog"
 
 
 def test_the_next_batch_is_reserved_off_the_send_path_once_few_are_left() -> None:

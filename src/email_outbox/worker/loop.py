@@ -102,22 +102,22 @@ class ClaimLoop:
     def next_for_held_slot(self) -> Claim | None:
         """A send slot that has just sent a row takes its next one at once, as a bare send loop would:
         a reservation, started in the same call as the finalize of the row it sent, with no hand-off
-        to this loop's thread and back. Only while the provider is slow: with fast sends the slot goes
-        back and the loop's next claim serves several freed slots in one CALL, and reservations still
-        held are given back. None when the slot should go idle (fast provider, stopping, paused, the
+        to this loop's thread and back, while the next batch is reserved off the send path. It does so
+        while sends are slow, and while fast ones have a backlog to work (the last claim or reserve
+        came back full): then the replica's slots end their rows and start their next ones in one
+        call and one set (email_finalize_batch), and claims no longer wait on the send path. With fast
+        sends and no backlog the slot goes back, and the loop's next claim serves the slots that are
+        free, as new rows come. None when the slot should go idle (that, stopping, paused, the
         provider breaker not closed, no reservation held and no rate token at hand to reserve with,
         nothing due, or the database did not answer). A held reservation was paid for with its rate
         token when reserved."""
-        if (
-            not self._provider_is_slow()
-            or self._stopping.is_set()
-            or self._pacer.pause_remaining() > 0
-            or not self._breaker.closed()
-        ):
+        if self._stopping.is_set() or self._pacer.pause_remaining() > 0 or not self._breaker.closed():
             if len(self._reservations):
                 self._reservations.release_all(
-                    "not carrying on: sends are fast, or stopping, or paused, or the provider is down"
+                    "not carrying on: stopping, or paused, or the provider is down"
                 )
+            return None
+        if not (self._provider_is_slow() or self._stats.backlogged or len(self._reservations)):
             return None
         return self._reservations.take()
 
@@ -142,7 +142,7 @@ class ClaimLoop:
             log.error("claim failed; not claiming until the database answers", extra={"error": str(exc)})
             return None
         self._slots.take(len(emails))
-        self._stats.record_claim(len(emails))
+        self._stats.record_claim(len(emails), limit)
         if emails:
             failpoints.hit("after_claim")
         claims = [Claim(email, token, deadline) for email in emails]

@@ -88,7 +88,14 @@ class Reservations:
             elif claim is None:
                 self._held.extend(self._reserve())
                 claim = self._fresh(stale)
-            refill = claim is not None and len(self._held) <= self._refill_at and not self._refilling
+            # Only while the last reserve came back full: after a short one nothing more is due now,
+            # and a background reserve would come back empty.
+            refill = (
+                claim is not None
+                and len(self._held) <= self._refill_at
+                and not self._refilling
+                and self._stats.backlogged
+            )
             self._refilling = self._refilling or refill
         if refill:
             try:
@@ -157,7 +164,7 @@ class Reservations:
             return []
         finally:
             self._tokens.give_back(paid - len(emails))
-        self._stats.record_claim(len(emails))
+        self._stats.record_claim(len(emails), paid)
         if emails:
             failpoints.hit("after_claim")
         return [Claim(email, token, deadline) for email in emails]

@@ -69,6 +69,7 @@ class WorkerStats:
     breaker_down_since: datetime | None = None
     breaker_last_error: str | None = None
     claims: int = 0
+    backlogged: bool = False
     claimed_rows: int = 0
     claim_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
     finalize_group_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
@@ -89,8 +90,11 @@ class WorkerStats:
         with self.lock:
             getattr(self, counter)[key] += n
 
-    def record_claim(self, rows: int) -> None:
+    def record_claim(self, rows: int, asked: int) -> None:
         with self.lock:
+            # Every row asked for came back: more are probably due (a backlog), so a slot that has
+            # just sent carries on with the next instead of going back to the claim loop.
+            self.backlogged = rows >= asked > 0
             self.claims += 1
             self.claimed_rows += rows
             self.claim_sizes.observe(rows)
