@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import multiprocessing as mp
+import random
 import re
 import shutil
 import subprocess
@@ -29,9 +31,11 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import mysql.connector
 from harness import ROOT, Bench, enqueue_bulk, make_due, percentile
@@ -39,11 +43,18 @@ from scenarios.table_size import fill_terminal_rows, settle
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
+from email_outbox.errors import TransientDatabaseError
+from email_outbox.models import ClaimedEmail
+from email_outbox.worker.database import DatabaseCalls
+from email_outbox.worker.stats import WorkerStats
 from email_outbox_devtools.dbserver import PrivateServer
 
 SEND_MS = 50.0
 CLAIM_BATCH = 8
 CHUNK = 50_000
+LEASE_S = 60
+
+T = TypeVar("T")
 
 
 def shape_history(dsn: DatabaseDsn, rows: int, old: int) -> None:
@@ -80,6 +91,7 @@ def run_senders(bench: Bench, dsn: DatabaseDsn, seconds: float, during: list[str
     server's row lock waits over the phase (Innodb_row_lock_waits, _time), to tell waiting on a lock
     from waiting for a CPU."""
     waits_before, wait_ms_before = bench.status("Innodb_row_lock_waits"), bench.status("Innodb_row_lock_time")
+    deadlocks_before = bench.status("Innodb_deadlocks")
     ctx = mp.get_context("fork")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     horizon = time.monotonic() + (seconds if during is None else 24 * 3600)
@@ -105,9 +117,16 @@ def run_senders(bench: Bench, dsn: DatabaseDsn, seconds: float, during: list[str
     elapsed = time.monotonic() - started
     lock_waits = bench.status("Innodb_row_lock_waits") - waits_before
     lock_wait_ms = bench.status("Innodb_row_lock_time") - wait_ms_before
-    samples = sorted(s for _, ss, _ in results for s in ss)
+    deadlocks = bench.status("Innodb_deadlocks") - deadlocks_before
+    samples = sorted(s for _, ss, _, _, _ in results for s in ss)
     latencies = [ms for _, ms in samples]
-    sent = sum(n for _, _, n in results)
+    sent = sum(n for _, _, n, _, _ in results)
+    # Calls the senders ran again (deadlock 1213, lock wait timeout 1205), by call and by error code.
+    retries: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    for _, _, _, r, e in results:
+        retries.update(r)
+        errors.update(e)
     return {
         "seconds": elapsed,
         "claims": len(latencies),
@@ -118,6 +137,11 @@ def run_senders(bench: Bench, dsn: DatabaseDsn, seconds: float, during: list[str
         "emails": sent,
         "row_lock_waits": lock_waits,
         "row_lock_wait_ms": lock_wait_ms,
+        "deadlocks": deadlocks,
+        "claim_retries": retries["claim"],
+        "finalize_retries": retries["finalize"],
+        "retries_gave_up": retries["claim_gave_up"] + retries["finalize_gave_up"],
+        "db_errors": dict(errors),
         "samples": samples,
         **retention,
     }
@@ -125,24 +149,63 @@ def run_senders(bench: Bench, dsn: DatabaseDsn, seconds: float, during: list[str
 
 def _sender_until(dsn_url: str, name: str, stop: Any, out: Any, ready: Any, go: Any) -> None:
     """One claim-and-send loop until `stop` (monotonic; brought forward when the retention run ends):
-    (seconds since start, claim ms) per claim, and the emails it finalized."""
-    repo = OutboxRepository.open(DatabaseDsn.parse(dsn_url))
+    (seconds since start, claim ms) per claim, the emails it finalized, and the calls it ran again.
+
+    Every call goes through the worker's own DatabaseCalls, so a deadlock (1213) or lock wait timeout
+    (1205) is retried under the worker's policy, not the bench's: a claim that still fails after the
+    policy's tries backs off and claims again, as the worker's claim loop does; a finalize is retried
+    until it lands (a claimed row left unfinalized would only be swept after the lease, and the send
+    rate would count it as lost). A claim's time includes its retries: that is what a worker waits."""
+    dsn = DatabaseDsn.parse(dsn_url)
+    stats = WorkerStats()
+    calls = DatabaseCalls(lambda: OutboxRepository.open(dsn), dsn, stats, random.Random(name))
+    # The policy logs a warning per retry; the counts below carry them, not a few thousand log lines.
+    logging.getLogger("email_outbox.worker").setLevel(logging.ERROR)
+    retries: Counter[str] = Counter()
+
+    def retried(what: str, op: Callable[[OutboxRepository], T]) -> T:
+        before = sum(stats.db_errors.values())
+        try:
+            return calls.call(what, op)
+        finally:
+            retries[what] += sum(stats.db_errors.values()) - before
+
+    calls.repository()  # connected before the start, so the first claim is not charged a connect
     ready.release()
     go.wait()
     started, samples, sent = time.monotonic(), [], 0
     while time.monotonic() < stop.value:
         token = uuid.uuid4().hex
         t0 = time.perf_counter()
-        claimed = repo.claim_batch(token, name, 60, CLAIM_BATCH)
+        try:
+            claimed = retried("claim", _claim(token, name))
+        except TransientDatabaseError:
+            retries["claim_gave_up"] += 1
+            claimed = []
         samples.append((time.monotonic() - started, (time.perf_counter() - t0) * 1000))
         if not claimed:
             time.sleep(0.05)
             continue
         time.sleep(SEND_MS / 1000)
         for row in claimed:
-            sent += repo.finalize_sent(row.id, token, "m-" + token[:8])
-    repo.close()
-    out.put((name, samples, sent))
+            while True:
+                try:
+                    sent += retried("finalize", _finalize_sent(row.id, token))
+                    break
+                except TransientDatabaseError:
+                    retries["finalize_gave_up"] += 1  # the policy's tries spent: go round again
+    calls.drop()
+    out.put((name, samples, sent, dict(retries), dict(stats.db_errors)))
+
+
+# The calls as functions of a connection, built outside the loop that runs them (so each binds its own
+# token and row, not the loop's variables at call time).
+def _claim(token: str, name: str) -> Callable[[OutboxRepository], list[ClaimedEmail]]:
+    return lambda r: r.claim_batch(token, name, LEASE_S, CLAIM_BATCH)
+
+
+def _finalize_sent(row: int, token: str) -> Callable[[OutboxRepository], int]:
+    return lambda r: r.finalize_sent(row, token, "m-" + token[:8])
 
 
 def count(dsn: DatabaseDsn, sql: str) -> int:
@@ -217,9 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         command = [sys.executable, "-m", "email_outbox.cli", "retention", "--dsn", dsn.url(),
                    "--older-than-days", "30", "--by", "bench", "--pause-ms", str(args.pause_ms)]  # fmt: skip
         with_retention = run_senders(bench, dsn, 0, command)
-        match = re.search(r"deleted (\d+) emails .* in ([\d.]+)s", with_retention["output"])
+        match = re.search(
+            r"deleted (\d+) emails .* in ([\d.]+)s, (\d+) batches \((\d+) run again", with_retention["output"]
+        )
         assert match, with_retention["output"]
         deleted, run_seconds = int(match.group(1)), float(match.group(2))
+        batches, batches_retried = int(match.group(3)), int(match.group(4))
         due_left = count(dsn, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'")
         tombstones = count(dsn, "SELECT COUNT(*) FROM email_notification_tombstones")
         conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
@@ -242,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             # The run's own time, as the CLI prints it (the phase also holds the CLI's start-up).
             "retention_s": run_seconds,
             "deleted_per_s": deleted / run_seconds,
+            "batches": batches,
+            "batches_retried": batches_retried,
             "send_ms": SEND_MS,
             "pause_ms": args.pause_ms,
             "due_left": due_left,
@@ -269,15 +337,22 @@ def main(argv: list[str] | None = None) -> int:
         "emails/s",
         "row lock waits",
         "waited (ms)",
+        "deadlocks",
+        "claim retries",
+        "finalize retries",
     ]
-    print(f"{'':<20}" + "".join(f"{h:>16}" for h in header))
+    print(f"{'':<20}" + "".join(f"{h:>17}" for h in header))
     for label, phase in (("without retention", without), ("with retention", with_retention)):
         cells = [
             f"{phase['claims']}", f"{phase['claim_p50_ms']:.2f}", f"{phase['claim_p99_ms']:.2f}",
             f"{phase['claim_max_ms']:.1f}", f"{phase['emails_per_s']:.0f}", f"{phase['row_lock_waits']}",
-            f"{phase['row_lock_wait_ms']}",
+            f"{phase['row_lock_wait_ms']}", f"{phase['deadlocks']}", f"{phase['claim_retries']}",
+            f"{phase['finalize_retries']}",
         ]  # fmt: skip
-        print(f"{label:<20}" + "".join(f"{c:>16}" for c in cells))
+        print(f"{label:<20}" + "".join(f"{c:>17}" for c in cells))
+    print(f"retention batches run again after a deadlock or lock wait timeout: {batches_retried} of {batches};"
+          f" senders' retries by error code: without {without['db_errors']}, with {with_retention['db_errors']};"
+          f" gave up (tries spent, tried again): {without['retries_gave_up']}, {with_retention['retries_gave_up']}")  # fmt: skip
     print(f"p99 ratio with/without: {with_retention['claim_p99_ms'] / without['claim_p99_ms']:.2f};"
           f" send rate ratio: {with_retention['emails_per_s'] / without['emails_per_s']:.3f}")  # fmt: skip
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

@@ -22,10 +22,11 @@ from email_outbox.models import RetentionBatch
 BATCH_RETRIES = 5
 
 
-def _batch(repo: OutboxRepository, args: argparse.Namespace) -> RetentionBatch:
+def _batch(repo: OutboxRepository, args: argparse.Namespace) -> tuple[RetentionBatch, int]:
+    """One batch, and how many times it was run again (printed: a rate of deadlocks worth seeing)."""
     for attempt in range(BATCH_RETRIES):
         try:
-            return repo.retention(args.older_than_days, args.keep_ids_days, args.batch_size, args.by)
+            return repo.retention(args.older_than_days, args.keep_ids_days, args.batch_size, args.by), attempt
         except TransientDatabaseError:
             if attempt == BATCH_RETRIES - 1:
                 raise
@@ -37,10 +38,11 @@ def cmd_retention(args: argparse.Namespace) -> int:
     if not 1 <= args.batch_size <= 1000:
         raise InvalidInput("--batch-size must be 1 to 1000")
     started = time.monotonic()
-    deleted = expired = batches = 0
+    deleted = expired = batches = retried = 0
     with open_repository(args) as repo:
         while True:
-            batch = _batch(repo, args)
+            batch, again = _batch(repo, args)
+            retried += again
             deleted += batch.deleted
             expired += batch.tombstones_expired
             batches += 1
@@ -51,7 +53,8 @@ def cmd_retention(args: argparse.Namespace) -> int:
     took = time.monotonic() - started
     print(
         f"deleted {deleted} emails last changed before {batch.cutoff:%Y-%m-%d %H:%M:%S} UTC"
-        f" (older than {args.older_than_days} days) in {took:.1f}s, {batches} batches;"
+        f" (older than {args.older_than_days} days) in {took:.1f}s, {batches} batches"
+        f" ({retried} run again after a deadlock or lock wait timeout);"
         f" {expired} expired tombstones dropped; run {batch.run_id} in email_retention_runs"
     )
     return EXIT_OK
