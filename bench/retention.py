@@ -23,6 +23,7 @@ import argparse
 import json
 import logging
 import multiprocessing as mp
+import queue
 import random
 import re
 import shutil
@@ -111,7 +112,15 @@ def run_senders(bench: Bench, dsn: DatabaseDsn, seconds: float, during: list[str
         retention = {"output": result.stdout.strip(), "seconds": time.monotonic() - started}
         with stop.get_lock():
             stop.value = time.monotonic()
-    results = [out.get(timeout=seconds + 3600) for _ in procs]
+    results = []
+    while len(results) < len(procs):
+        try:
+            results.append(out.get(timeout=5))
+        except queue.Empty:
+            # A sender that died (its traceback is on stderr) sends nothing: stop, not wait an hour.
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a sender exited with {dead[0]} before reporting") from None
     for p in procs:
         p.join()
     elapsed = time.monotonic() - started
@@ -321,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
         shutil.rmtree(base / "db", ignore_errors=True)  # gigabytes at full size
+        if out != base:
+            shutil.rmtree(base, ignore_errors=True)  # nothing else was written there
     print(f"retention: {results['with']['output']}")
     print(
         f"tombstones: {results['tombstones']:,}, {results['tombstone_bytes_each']:.0f} bytes each (row and index)"
