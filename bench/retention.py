@@ -42,6 +42,7 @@ import mysql.connector
 from harness import ROOT, Bench, enqueue_bulk, make_due, percentile
 from scenarios.table_size import fill_terminal_rows, settle
 
+from email_outbox.cli.retention import DEFAULT_PAUSE_MS
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import TransientDatabaseError
@@ -217,6 +218,18 @@ def _finalize_sent(row: int, token: str) -> Callable[[OutboxRepository], int]:
     return lambda r: r.finalize_sent(row, token, "m-" + token[:8])
 
 
+def last_deadlock(bench: Bench) -> str | None:
+    """The LATEST DETECTED DEADLOCK section of SHOW ENGINE INNODB STATUS: the two transactions, their
+    statements and the locks they held and wanted. None if the server has seen no deadlock."""
+    conn = mysql.connector.connect(host="127.0.0.1", port=bench.server.port, user="root")
+    cur = conn.cursor()
+    cur.execute("SHOW ENGINE INNODB STATUS")
+    ((_, _, text),) = cur.fetchall()
+    conn.close()
+    match = re.search(r"LATEST DETECTED DEADLOCK\n-+\n(.*?)\n-+\nTRANSACTIONS", str(text), re.S)
+    return match.group(1) if match else None
+
+
 def count(dsn: DatabaseDsn, sql: str) -> int:
     conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
     cur = conn.cursor()
@@ -257,7 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2_000_000, help="terminal rows in the table")
     parser.add_argument("--old", type=int, default=1_000_000, help="of which this many are 40 days old")
     parser.add_argument("--tiny", action="store_true", help="4,000 rows, 2,000 old: proves the harness runs")
-    parser.add_argument("--pause-ms", type=int, default=0, help="retention's --pause-ms between batches")
+    parser.add_argument(
+        "--pause-ms",
+        type=int,
+        default=DEFAULT_PAUSE_MS,
+        help=f"retention's --pause-ms between batches (default: the CLI's, {DEFAULT_PAUSE_MS})",
+    )
     parser.add_argument(
         "--backlog", type=int, default=100_000, help="due rows for the senders to work through"
     )
@@ -295,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         assert match, with_retention["output"]
         deleted, run_seconds = int(match.group(1)), float(match.group(2))
         batches, batches_retried = int(match.group(3)), int(match.group(4))
+        deadlock = last_deadlock(bench)
         due_left = count(dsn, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'")
         tombstones = count(dsn, "SELECT COUNT(*) FROM email_notification_tombstones")
         conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
@@ -324,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             "due_left": due_left,
             "tombstones": tombstones,
             "tombstone_bytes_each": tombstone_bytes / max(1, tombstones),
+            # InnoDB's account of the last deadlock (which statements, which locks), if any.
+            "last_deadlock": deadlock,
             "with": with_retention,
             "without": without,
         }
@@ -366,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
           f" gave up (tries spent, tried again): {without['retries_gave_up']}, {with_retention['retries_gave_up']}")  # fmt: skip
     print(f"p99 ratio with/without: {with_retention['claim_p99_ms'] / without['claim_p99_ms']:.2f};"
           f" send rate ratio: {with_retention['emails_per_s'] / without['emails_per_s']:.3f}")  # fmt: skip
+    if results["last_deadlock"]:
+        (out / "last-deadlock.txt").write_text(results["last_deadlock"])
+        print(f"the server's last deadlock: {out / 'last-deadlock.txt'}")
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     plot(results, out / "retention.png")
     print(f"results in {out}")

@@ -20,6 +20,11 @@ from email_outbox.models import RetentionBatch
 
 # A batch rolled back by a deadlock or a lock wait timeout is simply run again; the run goes on.
 BATCH_RETRIES = 5
+# The sleep between batches unless --pause-ms says otherwise. Retention is background work that is
+# never in a hurry (at 1,000 rows per batch this still deletes millions of rows an hour), while the
+# claims beside it are: unpaced, a run took the senders' send rate to 0.61 of its value on a 2-core
+# server, paced like this to 0.92 (docs/performance.md, "Retention beside two sending workers").
+DEFAULT_PAUSE_MS = 300
 
 
 def _batch(repo: OutboxRepository, args: argparse.Namespace) -> tuple[RetentionBatch, int]:
@@ -92,7 +97,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         " (default 400, at least --older-than-days)",
     )
     p.add_argument("--batch-size", type=int, default=1000, help="rows per transaction (1 to 1000)")
-    p.add_argument("--pause-ms", type=int, default=0, help="sleep between batches, to leave the server room")
+    p.add_argument(
+        "--pause-ms",
+        type=int,
+        default=DEFAULT_PAUSE_MS,
+        help=f"sleep between batches, to leave the server room (default {DEFAULT_PAUSE_MS}; 0: none)",
+    )
     p.add_argument("--by", required=True, help="your name (or the job's), written to email_retention_runs")
     p.set_defaults(func=cmd_retention)
 
