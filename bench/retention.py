@@ -5,10 +5,13 @@ The table holds ROWS terminal rows, each with an audit event; the first OLD of t
 changed 40 days ago, the rest today. A backlog of due rows is claimed by two processes, each looping
 `email_claim_batch(8)` (timed: the claim latency), a simulated send of SEND_MS for the batch (SES's
 round trip, the sends of a batch in parallel), then `email_finalize_sent` for each row. Phase one
-runs the loops alone for as long as phase two will take; phase two runs them while the real CLI,
-`email-outbox retention --older-than-days 30`, deletes the old rows. Printed and written to
-results.json: claim p50/p99 and emails/s in each phase, the rows deleted, the run's time and rows/s;
-a plot of claim latency over time with the retention run marked (retention.png).
+runs the loops alone for --baseline-seconds; phase two runs them while the real CLI,
+`email-outbox retention --older-than-days 30` (with its default --pause-ms unless given), deletes the
+old rows. The loops call through the worker's DatabaseCalls, so a deadlock or lock wait timeout is
+retried as a worker retries it, and counted. Printed and written to results.json: claim p50/p99 and
+emails/s in each phase, the server's row lock waits and deadlocks, the senders' retries and the
+retention batches run again, the rows deleted, the run's time and rows/s; a plot of claim latency
+over time with the retention run marked (retention.png); InnoDB's last deadlock (last-deadlock.txt).
 
     .venv/bin/python bench/retention.py                       # 1,000,000 of 2,000,000 rows
     .venv/bin/python bench/retention.py --rows 200000 --old 100000
@@ -257,7 +260,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("email_claim_batch(8) latency, ms")
     ax.set_title(
         f"claims of two senders while retention deletes {results['deleted']:,} of {results['rows']:,} rows"
-        f" ({results['deleted_per_s']:,.0f} rows/s)"
+        f" ({results['deleted_per_s']:,.0f} rows/s, {results['pause_ms']} ms between batches)"
     )
     ax.grid(alpha=0.3)
     ax.legend()
