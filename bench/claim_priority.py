@@ -33,10 +33,10 @@ from email_outbox_devtools.localdb import migrate_for_local_use
 BACKLOG = 10_000
 # The locking scan exactly as email_internal_claim_batch runs it (its FORCE INDEX included).
 CLAIM_SCAN = (
-    "SELECT id, status FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)"
-    " WHERE claim_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)"
+    "SELECT id, status FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_queue)"
+    " WHERE claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)"
     " AND claim_due_at <= UTC_TIMESTAMP(6) AND attempt_count < max_attempts"
-    " ORDER BY claim_rank, claim_due_at, id LIMIT 8"
+    " ORDER BY claim_queue_rank, claim_due_at, id LIMIT 8"
 )
 
 

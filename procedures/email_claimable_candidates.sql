@@ -17,10 +17,10 @@ BEGIN
          status, attempt_count, max_attempts, next_attempt_at,
          COALESCE(LENGTH(text_body), 0) + COALESCE(LENGTH(html_body), 0) AS body_bytes,
          message_options, attachment_bytes
-    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-   WHERE claim_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_queue)
+   WHERE claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
      AND claim_due_at <= UTC_TIMESTAMP(6)
      AND attempt_count < max_attempts
-   ORDER BY claim_rank, claim_due_at, id
+   ORDER BY claim_queue_rank, claim_due_at, id
    LIMIT p_limit;
 END

@@ -70,12 +70,14 @@ BEGIN
   SET v_now = UTC_TIMESTAMP(6);
   INSERT INTO email_claim_batch_rows (id, from_status)
   SELECT id, status
-    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-   -- Highest priority first (claim_rank = 9 - priority), then the oldest due: one range per rank.
-   WHERE claim_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_queue)
+   -- Highest priority first (claim_queue_rank = 9 - priority), then the oldest due: one range per
+   -- rank. Only claimable rows have a rank, so no range ends on a terminal row that retention may be
+   -- deleting (migration 0015).
+   WHERE claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
      AND claim_due_at <= v_now
      AND attempt_count < max_attempts
-   ORDER BY claim_rank, claim_due_at, id
+   ORDER BY claim_queue_rank, claim_due_at, id
    LIMIT p_limit
    FOR UPDATE SKIP LOCKED;
   -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.

@@ -13,13 +13,13 @@ from tests.support.helpers import enqueue_many, token
 # FORCE INDEX hints: the optimizer must pick these indexes on its own, so the hints are a safety net
 # and not the only thing standing between a claim and a full table scan.
 # The claim is the one exception: email_internal_claim_batch forces the priority index
-# (claim_rank, claim_due_at, id), and that is what is checked here. Left to itself on a small backlog
+# (claim_queue_rank, claim_due_at, id), and that is what is checked here. Left to itself on a small backlog
 # the optimizer may take the due-time index instead, also a range that skips the history, plus a sort.
 CLAIM_SCAN = (
-    "SELECT id, status FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)"
-    " WHERE claim_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)"
+    "SELECT id, status FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_queue)"
+    " WHERE claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)"
     " AND claim_due_at <= UTC_TIMESTAMP(6) AND attempt_count < max_attempts"
-    " ORDER BY claim_rank, claim_due_at, id LIMIT 8"
+    " ORDER BY claim_queue_rank, claim_due_at, id LIMIT 8"
 )
 SWEEP_SCAN = (
     "SELECT id FROM email_delivery_attempts"
@@ -57,7 +57,7 @@ def test_claim_and_sweep_scans_use_their_indexes(dsn: DatabaseDsn, repo: OutboxR
         assert repo.try_claim(attempt_id, token(), "w", 60) == 1
 
     claim = explain(repo, CLAIM_SCAN)
-    assert claim["key"] == "ix_email_delivery_attempts_claim_order", claim
+    assert claim["key"] == "ix_email_delivery_attempts_claim_queue", claim
     assert claim["type"] == "range", claim
     # Highest priority first, then oldest due, read in index order: no sort of the due rows.
     assert "filesort" not in (claim["Extra"] or ""), claim

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SYSTEMS = ("bare boto3 loop", "Celery + Redis", "Celery + RabbitMQ", "outbox")
+SYSTEMS = ("bare boto3 loop", "Celery + Redis", "Celery + RabbitMQ", "outbox", "outbox, boto3 client")
 
 
 @pytest.mark.slow

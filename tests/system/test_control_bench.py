@@ -29,7 +29,7 @@ def test_tiny_claim_priority_run_prints_a_range_read_without_a_sort() -> None:
         cells = [c.strip() for c in line.strip("|").split("|")]
         index, access, rows_read, sort = cells[2], cells[3], cells[5], cells[6]
         assert (index, access, rows_read, sort) == (
-            "ix_email_delivery_attempts_claim_order",
+            "ix_email_delivery_attempts_claim_queue",
             "range",
             "8",
             "none",
