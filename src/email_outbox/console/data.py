@@ -341,7 +341,15 @@ class ConsoleReads:
             )
             # The bodies; derived, or unused since 0002.
             if r["name"]
-            not in ("text_body", "html_body", "claim_due_at", "claim_rank", "claim_queue_rank", "updated_by", "transition_detail")
+            not in (
+                "text_body",
+                "html_body",
+                "claim_due_at",
+                "claim_rank",
+                "claim_queue_rank",
+                "updated_by",
+                "transition_detail",
+            )
         ]
         rows = self.select(
             f"SELECT {', '.join(f'`{c}`' for c in columns)}, LEFT(text_body, %s) AS text_prefix,"
