@@ -13,8 +13,9 @@ them (measured: 888 row lock waits and 95 deadlocks while 1,000,000 rows were de
 docs/performance.md, "Retention beside two sending workers"). With NULL for every row that cannot be
 claimed, all of them sort before rank 0, and no claim range ends on one.
 
-The old index stays for one release: a replica still running the previous procedures forces it by
-name until the new ones are installed, which happens after this migration (db/migrations/post-apply).
+The old index stays: the claim first reads it, without locking, to find which ranks hold a due row
+(email_internal_claim_batch), and a replica still running the previous procedures forces it by name
+until the new ones are installed, which happens after this migration (db/migrations/post-apply).
 Every step checks first, so a migrator killed mid-way runs again.
 """
 
