@@ -629,17 +629,40 @@ def test_with_fast_sends_a_slot_carries_on_only_through_a_backlog() -> None:
     """Fast sends with a backlog: the slots take reservations (their next rows start in the same
     call as their finalizes, and the next batch is reserved off the send path); once a reserve comes
     back short the backlog is worked, and the slots go back to the loop after the rows they hold."""
-    repo = FakeRepository(backlog=[email(i) for i in range(1, 12)])
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 36)])
     loop, _, stats, _ = carrying_on(repo, concurrency=8)
     for _ in range(20):
         stats.record_send("accepted", 0.001)
     assert loop.next_for_held_slot() is None, "no claim yet says there is a backlog"
     stats.record_claim(8, 8)
-    taken = [loop.next_for_held_slot() for _ in range(11)]
-    assert [c.id for c in taken if c] == list(range(1, 12))
-    assert [name for name, _ in repo.calls] == ["reserve", "reserve"], "8, then the 3 left"
+    taken = [loop.next_for_held_slot() for _ in range(35)]
+    assert [c.id for c in taken if c] == list(range(1, 36))
+    assert repo.calls == [("reserve", (32,)), ("reserve", (32,))], "32 (four batches ahead), then the 3 left"
     assert not stats.backlogged, "the second reserve came back short"
     assert loop.next_for_held_slot() is None and len(repo.calls) == 2, "no reserve without a backlog"
+
+
+@pytest.mark.parametrize(
+    ("send_seconds", "backlog", "asked"),
+    [
+        (0.05, True, 32),  # 0.25 s ahead is 5 rounds of sends: capped at MAX_BATCHES_AHEAD
+        (0.1, True, 16),  # 0.25 s ahead is 2 rounds
+        (1.0, True, 8),  # a round takes longer than the time ahead: one batch
+        (0.05, False, 8),  # no backlog: one batch, as many as the slots
+    ],
+)
+def test_through_a_backlog_one_reserve_holds_the_rows_of_a_quarter_second_of_sends(
+    send_seconds: float, backlog: bool, asked: int
+) -> None:
+    """A claim's fixed cost dominates a small one, so through a backlog a reserve asks for the rows
+    the replica sends in RESERVE_AHEAD_SECONDS, up to MAX_BATCHES_AHEAD batches of `concurrency`."""
+    repo = FakeRepository(backlog=[email(i) for i in range(1, 100)])
+    loop, _, stats, _ = carrying_on(repo, concurrency=8)
+    for _ in range(20):
+        stats.record_send("accepted", send_seconds)
+    stats.record_claim(8, 8 if backlog else 9)
+    assert loop.next_for_held_slot() is not None
+    assert repo.calls == [("reserve", (asked,))]
 
 
 def test_the_next_batch_is_reserved_off_the_send_path_once_few_are_left() -> None:

@@ -114,9 +114,14 @@ class WorkerStats:
         JUDGE_AFTER_SENDS of them: the one judgement behind every choice the worker makes between its
         fast-send and slow-send behaviour (gathering slots, carrying on with reservations, waiting for
         company at a finalize)."""
+        median = self.median_send_seconds()
+        return median is not None and median >= SLOW_SEND_SECONDS
+
+    def median_send_seconds(self) -> float | None:
+        """The median of the recent sends; None until JUDGE_AFTER_SENDS of them are known."""
         with self.lock:
             recent = sorted(self.recent_send_seconds)
-        return len(recent) >= JUDGE_AFTER_SENDS and recent[len(recent) // 2] >= SLOW_SEND_SECONDS
+        return recent[len(recent) // 2] if len(recent) >= JUDGE_AFTER_SENDS else None
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
