@@ -5,6 +5,7 @@ into one of email_outbox.errors, by the server's error code.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import mysql.connector
@@ -12,6 +13,7 @@ from mysql.connector.abstracts import MySQLConnectionAbstract
 from mysql.connector.pooling import PooledMySQLConnection
 
 from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.first_use import FirstUseGate
 from email_outbox.errors import (
     REFUSAL_BY_ERRNO,
     AccessDenied,
@@ -25,6 +27,8 @@ from email_outbox.errors import (
 
 Connection = MySQLConnectionAbstract | PooledMySQLConnection
 log = logging.getLogger("email_outbox.db.connection")
+# The process's first connection is made alone: the driver's client library is set up then (FirstUseGate).
+_CLIENT_SET_UP = FirstUseGate()
 
 # mysql-connector's C extension raises its own MySQLError (not a mysql.connector.Error) for some
 # failures, e.g. a COMMIT-time deadlock or an argument it cannot convert: both are driver errors.
@@ -66,10 +70,13 @@ def connect(dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> Connection:
     last: OutboxError | None = None
     for host, port in dsn.endpoints():
         try:
-            conn = mysql.connector.connect(
-                **dsn.at(host, port).connect_args(),
-                autocommit=True,
-                connection_timeout=int(max(1, connect_timeout)),
+            conn = _CLIENT_SET_UP.run(
+                functools.partial(
+                    mysql.connector.connect,
+                    **dsn.at(host, port).connect_args(),
+                    autocommit=True,
+                    connection_timeout=int(max(1, connect_timeout)),
+                )
             )
         except DRIVER_ERRORS as exc:
             last = translate_error(exc)
