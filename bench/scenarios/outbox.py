@@ -121,7 +121,13 @@ def run_outbox(
     try:
         enqueue_bulk(dsn, emails, "bulk", hold=True)
         procs = spawn_workers(dsn, endpoint, replicas, concurrency, log_dir, ses_client)
-        wait_ready(procs)
+        try:
+            wait_ready(procs)
+        except RuntimeError:  # one did not start: the others must not outlive the run
+            for proc, _ in procs:
+                proc.kill()
+                proc.wait(timeout=60)
+            raise
         cpu0 = {p.pid: proc_cpu_seconds(p.pid) for p, _ in procs}
         store0 = proc_cpu_seconds(bench.server_pid)
         q0, c0 = bench.status("Questions"), bench.status("Com_call_procedure")
