@@ -43,9 +43,8 @@ def test_calls_arriving_during_the_first_wait_until_it_has_ended() -> None:
     assert sorted(entered[2:]) == [f"other {n}" for n in range(4)]
 
 
-def test_after_the_first_call_calls_run_side_by_side() -> None:
-    gate = FirstUseGate()
-    assert gate.run(lambda: 1) == 1
+def two_calls_run_at_once(gate: FirstUseGate) -> bool:
+    """Each of two calls waits at a barrier for the other: both return only if they ran side by side."""
     both_inside = threading.Barrier(2, timeout=WAIT)
     results: list[int] = []
     threads = [threading.Thread(target=lambda: results.append(gate.run(both_inside.wait))) for _ in range(2)]
@@ -53,7 +52,13 @@ def test_after_the_first_call_calls_run_side_by_side() -> None:
         thread.start()
     for thread in threads:
         thread.join(WAIT)
-    assert len(results) == 2, "two calls after the first did not run at the same time"
+    return len(results) == 2
+
+
+def test_after_the_first_call_calls_run_side_by_side() -> None:
+    gate = FirstUseGate()
+    assert gate.run(lambda: 1) == 1
+    assert two_calls_run_at_once(gate), "two calls after the first did not run at the same time"
 
 
 def test_a_first_call_that_raises_still_opens_the_gate() -> None:
@@ -64,11 +69,4 @@ def test_a_first_call_that_raises_still_opens_the_gate() -> None:
 
     with pytest.raises(ConnectionRefusedError):
         gate.run(refused)
-    both_inside = threading.Barrier(2, timeout=WAIT)
-    results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.append(gate.run(both_inside.wait))) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT)
-    assert len(results) == 2
+    assert two_calls_run_at_once(gate)
