@@ -14,6 +14,8 @@ from typing import Any
 
 from yoyo import step
 
+from email_outbox.schema.migrate import add_index_if_missing
+
 __depends__ = {"0001_schema"}
 
 # MySQL-family DDL commits on its own, which also ends the savepoint yoyo would wrap a step in; a
@@ -29,18 +31,8 @@ INDEXES = {
 
 
 def add_indexes(conn: Any) -> None:
-    cursor = conn.cursor()
     for name, columns in INDEXES.items():
-        cursor.execute(
-            "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
-            " AND TABLE_NAME = 'email_delivery_attempts' AND INDEX_NAME = %s",
-            (name,),
-        )
-        if cursor.fetchone()[0] == 0:
-            cursor.execute(
-                f"ALTER TABLE email_delivery_attempts ADD INDEX {name} {columns}, ALGORITHM=INPLACE, LOCK=NONE"
-            )
-    cursor.close()
+        add_index_if_missing(conn, "email_delivery_attempts", name, columns)
 
 
 steps = [step(add_indexes)]

@@ -23,7 +23,7 @@ from typing import Any
 
 from yoyo import step
 
-from email_outbox.schema.migrate import add_column_if_missing
+from email_outbox.schema.migrate import add_column_if_missing, add_index_if_missing
 
 __depends__ = {"0012_control", "0014_retention"}
 
@@ -43,18 +43,7 @@ def add_column(conn: Any) -> None:
 
 
 def add_index(conn: Any) -> None:
-    cursor = conn.cursor()
-    cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = %s AND INDEX_NAME = %s",
-        (TABLE, INDEX),
-    )
-    if cursor.fetchone()[0] == 0:
-        cursor.execute(
-            f"ALTER TABLE {TABLE} ADD INDEX {INDEX} (claim_queue_rank, claim_due_at, id),"
-            " ALGORITHM=INPLACE, LOCK=NONE"
-        )
-    cursor.close()
+    add_index_if_missing(conn, TABLE, INDEX, "(claim_queue_rank, claim_due_at, id)")
 
 
 steps = [step(add_column), step(add_index)]

@@ -33,6 +33,20 @@ def add_column_if_missing(conn: Any, table: str, column: str, definition: str) -
     cursor.close()
 
 
+def add_index_if_missing(conn: Any, table: str, name: str, columns: str) -> None:
+    """A migration step's ADD INDEX that can run again, built online (INPLACE, LOCK=NONE): writes to
+    the table go on while it builds."""
+    cursor = conn.cursor()
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
+        " AND TABLE_NAME = %s AND INDEX_NAME = %s",
+        (table, name),
+    )
+    if not cursor.fetchone()[0]:
+        cursor.execute(f"ALTER TABLE {table} ADD INDEX {name} {columns}, ALGORITHM=INPLACE, LOCK=NONE")
+    cursor.close()
+
+
 @dataclass
 class MigrateReport:
     applied: list[str] = field(default_factory=list)
