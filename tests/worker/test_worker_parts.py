@@ -219,6 +219,28 @@ def test_a_refusal_is_never_retried() -> None:
     assert len(repo.calls) == 1
 
 
+def test_callers_taking_turns_share_one_connection_and_replace_it_when_it_is_lost() -> None:
+    opened: list[FakeRepository] = []
+
+    def open_repository() -> FakeRepository:
+        opened.append(FakeRepository(errors=[] if opened else [DatabaseUnavailable("gone")]))
+        return opened[-1]
+
+    per_thread = DatabaseCalls(open_repository, DSN, WorkerStats(), random.Random(1), policy=NO_PAUSE)  # type: ignore[arg-type, return-value]
+    turns = per_thread.taking_turns()
+    used: list[OutboxRepository] = []
+
+    def record(repo: OutboxRepository) -> int:
+        used.append(repo)
+        return repo.finalize_sent(1, "t", "m")
+
+    for _ in range(3):  # three threads, one after another, as the group commit's leaders are
+        leader = threading.Thread(target=lambda: turns.call("x", record, deadline=time.monotonic() + 5))
+        leader.start()
+        leader.join()
+    assert used == [opened[0], opened[1], opened[1], opened[1]], "the lost one replaced, then shared"
+
+
 # --- the finalizer ----------------------------------------------------------------------------------
 def finalize(
     repo: FakeRepository, outcome: Outcome, *, deadline: float | None = None

@@ -7,6 +7,9 @@ leaves at once, alone, and a busy one's leave in groups, which costs the databas
 commit and (email_finalize_batch's set path) one UPDATE per group instead of one of each per email
 (docs/performance.md).
 
+Leaders never land at once, so the finalizer gives them one connection to share
+(`DatabaseCalls.taking_turns`).
+
 A leader may wait a moment for company (`company`): while sends are fast, the rows of one claim end
 within a few milliseconds of each other, and one call for all of them costs the database far less than
 three or four calls for a few each. It never waits while sends are slow, where a slot waiting is a

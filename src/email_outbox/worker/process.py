@@ -73,7 +73,8 @@ class Worker:
         self.shared_rate = SharedRate(config, self.database, self.stats, account or _LazyAccount(config))
         self.pacer = Pacer(config, self.stats, self.shared_rate)
         self.breaker = Breaker(config, self.database, self.stats, rng)
-        finalizer = Finalizer(self.database, self.stats, lambda: self.slots.taken)
+        self._finalizes = self.database.taking_turns()
+        finalizer = Finalizer(self._finalizes, self.stats, lambda: self.slots.taken)
         self._reserver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reserve")
         self.reservations = Reservations(
             config, self.database, finalizer, self.stats, self._reserver, self.pacer
@@ -194,6 +195,7 @@ class Worker:
         executor.shutdown(wait=self.slots.taken == 0, cancel_futures=True)
         self._reserver.shutdown(wait=True)
         self.reservations.release_all("shutting down")
+        self._finalizes.drop()
         self.database.drop()
 
 
