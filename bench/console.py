@@ -24,7 +24,7 @@ import mysql.connector
 
 from email_outbox.console.app import ConsoleSettings, create_app
 from email_outbox.console.auth import BasicAuth
-from email_outbox.console.data import ConsoleDatabase
+from email_outbox.console.pool import ConsoleDatabase
 from email_outbox.console.users import UsersFile, add_user
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox_devtools.dbserver import PrivateServer

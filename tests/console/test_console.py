@@ -878,7 +878,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced_unseen(
     admin = server.admin_connection()
     admin.cursor().execute(f"KILL {int(connection_id)}")
     admin.close()
-    monkeypatch.setattr("email_outbox.console.data.IDLE_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr("email_outbox.console.pool.IDLE_CHECK_SECONDS", 0.0)
     assert client.get("/").status_code == 200
     with console.settings.database.session() as reads:
         assert reads.select("SELECT CONNECTION_ID() AS id")[0]["id"] != connection_id

@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 
 from email_outbox.console.app import ConsoleSettings, create_app
 from email_outbox.console.auth import Authenticator, BasicAuth
-from email_outbox.console.data import ConsoleDatabase
+from email_outbox.console.pool import ConsoleDatabase
 from email_outbox.console.users import UsersFile, add_user
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository

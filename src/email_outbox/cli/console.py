@@ -34,7 +34,7 @@ def build_settings(args: argparse.Namespace) -> tuple[object, str, int]:
     """The console's settings from the command line, refusing every unsafe combination."""
     from email_outbox.console.app import ConsoleSettings
     from email_outbox.console.auth import Authenticator, BasicAuth, NoAuth, TrustedHeader, is_loopback
-    from email_outbox.console.data import ConsoleDatabase
+    from email_outbox.console.pool import ConsoleDatabase
     from email_outbox.console.users import UsersFile, world_readable
 
     host, port = parse_listen(args.listen)

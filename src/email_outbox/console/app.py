@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from email_outbox.console import views
+from email_outbox.console import bulk, views
 from email_outbox.console.auth import Authenticator, BasicAuth, basic_credentials
-from email_outbox.console.data import ConsoleDatabase
 from email_outbox.console.login_limit import FailedLogins, client_address
+from email_outbox.console.pool import ConsoleDatabase
 from email_outbox.console.security import CsrfTokens, cross_origin_reason, page_headers
 
 log = logging.getLogger("email_outbox.console")
@@ -218,9 +218,9 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/emails/{attempt_id:int}/resolve", views.resolve, methods=["POST"]),
         Route("/emails/{attempt_id:int}/redrive", views.redrive, methods=["POST"]),
         Route("/emails/{attempt_id:int}/cancel", views.cancel, methods=["POST"]),
-        Route("/bulk", views.bulk_form),
-        Route("/bulk/preview", views.bulk_preview, methods=["POST"]),
-        Route("/bulk/apply", views.bulk_apply, methods=["POST"]),
+        Route("/bulk", bulk.bulk_form),
+        Route("/bulk/preview", bulk.bulk_preview, methods=["POST"]),
+        Route("/bulk/apply", bulk.bulk_apply, methods=["POST"]),
         Route("/static/{name}", _static),
     ]
     app = Starlette(

@@ -1,21 +1,19 @@
-"""Everything the console reads and does in the database, on a small pool of connections.
+"""Everything the console reads and does in the database, over one connection its pool
+(`console.pool`) lends.
 
-Every read is bounded twice: a LIMIT, and a per-session statement time limit (`max_statement_time` on
-MariaDB, `max_execution_time` on MySQL) set on each connection, so no page can pin the server. The
-actions are the operator procedures, called through OutboxRepository like the CLI's.
+Every read is bounded twice: a LIMIT, and the per-session statement time limit the pool sets on each
+connection, so no page can pin the server. The actions are the operator procedures, called through
+OutboxRepository like the CLI's.
 """
 
 from __future__ import annotations
 
-import queue
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import SendRateStatus
 from email_outbox.errors import (
@@ -26,12 +24,8 @@ from email_outbox.errors import (
     TransientDatabaseError,
 )
 from email_outbox.models import BreakerState, DeliveryEvent, QueueHealth, Status
-from email_outbox.schema.grants import CONSOLE_ACTIONS, CONSOLE_CANCEL
 from email_outbox.ses import PROVIDER
 
-# An idle connection older than this is pinged before it is lent again.
-IDLE_CHECK_SECONDS = 30.0
-ACTION_PROCEDURES = CONSOLE_ACTIONS
 MAX_EVENTS = 1000
 MAX_ATTACHMENTS = 100
 MAX_PROVIDER_EVENTS = 200
@@ -111,86 +105,8 @@ def like_prefix(text: str) -> str:
     return text.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%"
 
 
-class ConsoleDatabase:
-    """A pool of connections; each `session()` lends one, dropped instead of returned after an error."""
-
-    def __init__(self, dsn: DatabaseDsn, *, statement_timeout_seconds: float = 5.0, idle: int = 8) -> None:
-        self.dsn = dsn
-        self.statement_timeout_seconds = statement_timeout_seconds
-        self._idle: queue.LifoQueue[tuple[float, OutboxRepository]] = queue.LifoQueue(maxsize=idle)
-        self.tables: set[str] = set()
-        self.can_act = False
-        self.can_cancel = False
-        self.flavour = "unknown"
-
-    def start(self) -> None:
-        """Connects once: what the server is, which optional tables exist, whether this account may act."""
-        with self.session() as reads:
-            self.tables = reads.visible_tables()
-            installed = reads.repo.installed_procedures()
-            self.can_act = set(ACTION_PROCEDURES) <= installed
-            self.can_cancel = CONSOLE_CANCEL in installed
-
-    def _open(self) -> OutboxRepository:
-        repo = OutboxRepository.open(self.dsn)
-        with _cursor(repo) as cursor:
-            cursor.execute("SELECT VERSION() AS v")
-            version = str(cursor.fetchall()[0]["v"])
-            if "mariadb" in version.lower():
-                self.flavour = "MariaDB"
-                cursor.execute("SET SESSION max_statement_time = %s", (self.statement_timeout_seconds,))
-            else:
-                self.flavour = "MySQL"
-                cursor.execute(
-                    "SET SESSION max_execution_time = %s", (int(self.statement_timeout_seconds * 1000),)
-                )
-            cursor.execute("SET SESSION time_zone = '+00:00'")
-        repo.read_consistently()
-        return repo
-
-    @contextmanager
-    def session(self) -> Iterator[ConsoleReads]:
-        repo = self._checkout()
-        ok = False
-        try:
-            yield ConsoleReads(repo, self)
-            ok = True
-        finally:
-            if ok:
-                try:
-                    self._idle.put_nowait((time.monotonic(), repo))
-                except queue.Full:
-                    repo.close()
-            else:
-                repo.close()
-
-    def _checkout(self) -> OutboxRepository:
-        """An idle connection, checked with a ping when it has idled a while (the server may have
-        closed it: wait_timeout, a failover), or a new one."""
-        while True:
-            try:
-                since, repo = self._idle.get_nowait()
-            except queue.Empty:
-                return self._open()
-            if time.monotonic() - since < IDLE_CHECK_SECONDS:
-                return repo
-            try:
-                if repo.connection.is_connected():
-                    return repo
-            except Exception:  # a dead connection, whatever the driver raises
-                pass
-            repo.close()
-
-    def close(self) -> None:
-        while True:
-            try:
-                self._idle.get_nowait()[1].close()
-            except queue.Empty:
-                return
-
-
 @contextmanager
-def _cursor(repo: OutboxRepository) -> Iterator[Any]:
+def cursor_of(repo: OutboxRepository) -> Iterator[Any]:
     # The repository's own cursor, and its translation of driver errors into OutboxError.
     with repo._cursor() as cursor:
         yield cursor
@@ -199,12 +115,14 @@ def _cursor(repo: OutboxRepository) -> Iterator[Any]:
 class ConsoleReads:
     """The console's reads and actions over one lent connection."""
 
-    def __init__(self, repo: OutboxRepository, db: ConsoleDatabase) -> None:
+    def __init__(self, repo: OutboxRepository, tables: set[str]) -> None:
+        """`tables`: the optional tables this account can see (attachments, provider events,
+        suppressions); a read of one that is absent is skipped."""
         self.repo = repo
-        self.db = db
+        self.tables = tables
 
     def select(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        with _cursor(self.repo) as cursor:
+        with cursor_of(self.repo) as cursor:
             cursor.execute(sql, tuple(args))
             rows: list[dict[str, Any]] = cursor.fetchall()
             return rows
@@ -406,7 +324,7 @@ class ConsoleReads:
         ]
 
     def attachments(self, attempt_id: int) -> list[dict[str, Any]]:
-        if "email_attachments" not in self.db.tables:
+        if "email_attachments" not in self.tables:
             return []
         return (
             self._optional(
@@ -419,7 +337,7 @@ class ConsoleReads:
 
     def provider_events(self, attempt_id: int) -> list[dict[str, Any]] | None:
         """SES's events for this email, where the provider-events tables exist."""
-        if "email_provider_events" not in self.db.tables:
+        if "email_provider_events" not in self.tables:
             return None
         return self._optional(
             "SELECT event_type, ses_message_id, recipient, event_at, kind, subkind, detail"
@@ -429,7 +347,7 @@ class ConsoleReads:
 
     def suppression(self, address: str) -> dict[str, Any] | None:
         """The suppression-list entry of the recipient, where that list exists."""
-        if "email_suppressed_addresses" not in self.db.tables:
+        if "email_suppressed_addresses" not in self.tables:
             return None
         local, _, domain = address.rpartition("@")
         rows = self._optional(
