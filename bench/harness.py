@@ -109,10 +109,20 @@ class Endpoint:
         with urllib.request.urlopen(self.url + "/_control/health", timeout=10) as r:
             return int(json.loads(r.read())["requests"])
 
+    def _accepted(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(self.url + "/_control/accepted", timeout=60) as r:
+            records: list[dict[str, Any]] = json.loads(r.read())
+            return records
+
     def id_counts(self) -> Counter[str]:
         """How many times the endpoint accepted each `outbox_id` EmailTag."""
-        with urllib.request.urlopen(self.url + "/_control/accepted", timeout=60) as r:
-            return Counter(str(m["tags"].get("outbox_id")) for m in json.loads(r.read()))
+        return Counter(str(m["tags"].get("outbox_id")) for m in self._accepted())
+
+    def seconds_to_last_send(self, started_at: float) -> float:
+        """From `started_at` (time.time()) until the endpoint accepted its last send, by the stamp it
+        put on that send on the same clock. Every system's run ends here: "sent" is SES's answer,
+        whatever each system does after it, and no polling interval of the harness's is counted."""
+        return max(float(m["accepted_at"]) for m in self._accepted()) - started_at
 
     def reset(self) -> None:
         req = urllib.request.Request(self.url + "/_control/reset", method="POST", data=b"")
@@ -247,9 +257,15 @@ def wait_drained(
         time.sleep(0.05)
 
 
-def run_in_lockstep(target: Callable[..., None], args: list[tuple[Any, ...]]) -> float:
+@dataclass(frozen=True)
+class Lockstep:
+    released_at: float  # time.time() at the release, the clock the endpoint stamps its sends with
+    seconds: float  # from the release until the last process finished
+
+
+def run_in_lockstep(target: Callable[..., None], args: list[tuple[Any, ...]]) -> Lockstep:
     """Start one process per args tuple, wait until every one is ready, release them together, and
-    return the seconds from the release until the last one finished."""
+    time them from the release until the last one finished."""
     ctx = mp.get_context("fork")
     ready, go = ctx.Semaphore(0), ctx.Event()
     procs = [ctx.Process(target=target, args=(*a, ready, go)) for a in args]
@@ -258,10 +274,10 @@ def run_in_lockstep(target: Callable[..., None], args: list[tuple[Any, ...]]) ->
     for _ in procs:
         if not ready.acquire(timeout=60):
             raise RuntimeError(f"a {target.__name__} process did not start")
-    started = time.monotonic()
+    released_at, started = time.time(), time.monotonic()
     go.set()
     for p in procs:
         p.join()
     if any(p.exitcode for p in procs):
         raise RuntimeError(f"a {target.__name__} process failed")
-    return time.monotonic() - started
+    return Lockstep(released_at, time.monotonic() - started)

@@ -106,7 +106,9 @@ Measured {results["date"]}: {results["cpus"]} cores, {results["server"]} (durabl
 from a backlog, {r} processes {X} 8 concurrent sends for every system, a fresh local SES endpoint per
 run. Each system ran {rounds} times at each latency, in rotating order (round k starts with the k-th
 system), so neither a drift of the machine nor going first favours one; emails/s, CPU and the store's
-share are the medians. CPU per email is the senders' CPU from the moment the clock starts, plus the
+share are the medians. Every system's clock starts at its release (below) and stops at the time the
+endpoint stamped on the last send it accepted, on the same clock: a send counts once SES has answered
+it, and no polling interval of the harness's is in any window. CPU per email is the senders' CPU from the moment the clock starts, plus the
 store's: the database server for the outbox, the broker's processes for Celery, none for the bare
 loop. Lost and duplicates come from the endpoint's records, by the unique id each send carries in an
 EmailTag, summed over the rounds and latencies: lost are ids it never accepted, duplicates ids it
@@ -114,7 +116,8 @@ accepted more than once.
 
 {markdown_table(header, table)}
 
-- **Bare boto3 loop**: `send_email` from {r} processes {X} 8 threads, no store: the ceiling.
+- **Bare boto3 loop**: `send_email` from {r} processes {X} 8 threads, no store: the ceiling. Its
+  clock starts when the ready processes are released together.
 - **Celery + RabbitMQ** (durable; `bench/celery_peer.py`, `bench/brokers.py`): Celery
   {results.get("celery_version", "?")} on a private {results.get("rabbitmq_version", "RabbitMQ")} node the bench
   starts itself (its own node name, ports, epmd and Mnesia directory), a durable queue, persistent
@@ -122,14 +125,14 @@ accepted more than once.
   `worker_prefetch_multiplier=1`, no result backend, {r} `celery worker` processes with
   `--pool threads --concurrency 8`. The backlog waits in the durable queue while the workers start on
   an empty one; once each answers a ping, a broadcast `add_consumer` sets them on it and the clock
-  starts. It stops when the endpoint has taken all the sends.
+  starts.
 - **Celery + Redis** (in memory; a reference): the same app and settings on a private `redis-server`
   ({results.get("redis_version", "?")}, `--save "" --appendonly no`: nothing on disk). The backlog waits on
   a list of its own and a Redis `RENAME` makes it the workers' queue at once.
 - **Outbox**: {r} worker replicas {X} concurrency 8 on the durable database, sending with its default
   lean SES client (botocore's signer, serializer and parser on boto3's connection pool:
-  `email_outbox.ses.lean_client`); the clock runs from making the held rows due until every row is
-  final. **Outbox, boto3 client**: the same with `--ses-client boto3` (boto3's own `send_email`), so the
+  `email_outbox.ses.lean_client`); the clock starts when the held rows are made due, and the run
+  ends when every row is final. **Outbox, boto3 client**: the same with `--ses-client boto3` (boto3's own `send_email`), so the
   database's share of the gains and the client's show apart.
 
 Every round (emails/s; CPU ms per email; of it, the store):

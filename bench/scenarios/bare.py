@@ -63,9 +63,10 @@ def run_bare(latency: float, replicas: int, concurrency: int, emails: int) -> Ba
     share = emails // replicas
     cpu = mp.get_context("fork").Value("d", 0.0)
     try:
-        elapsed = run_in_lockstep(
+        run = run_in_lockstep(
             _bare_process, [(endpoint.url, concurrency, share, r * share, cpu) for r in range(replicas)]
         )
+        elapsed = endpoint.seconds_to_last_send(run.released_at)
         lost, duplicates = lost_and_duplicates(
             endpoint.id_counts(), [str(i) for i in range(share * replicas)]
         )

@@ -21,14 +21,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from brokers import RabbitServer, RedisServer
 from celery import Celery
 from celery_peer import QUEUE, celery_id, send_email, settings
-from harness import ROOT, cpu_seconds
+from harness import ROOT, Endpoint, cpu_seconds
 
 HOLD_QUEUE = "held"  # Redis: where the backlog waits until the workers are up
 IDLE_QUEUE = "idle"  # RabbitMQ: what the workers consume until the broadcast
@@ -85,8 +84,7 @@ def _spawn(
 
 def run_celery(
     broker_kind: str,
-    endpoint_url: str,
-    sent: Callable[[], int],
+    endpoint: Endpoint,
     latency: float,
     replicas: int,
     concurrency: int,
@@ -96,7 +94,7 @@ def run_celery(
     stall: float = 60,
 ) -> CeleryRun:
     """emails/s and CPU ms per email (workers + broker) of Celery draining a backlog of `emails`
-    tasks on a private broker ("redis" or "rabbitmq"). `sent()` counts the endpoint's sends so far."""
+    tasks on a private broker ("redis" or "rabbitmq") through `endpoint`."""
     broker = BROKERS[broker_kind](log_dir)
     # The harness's own client app, bound to this run's broker (the module's app is the workers').
     client = Celery("celery_peer_harness", set_as_current=False)
@@ -110,7 +108,7 @@ def run_celery(
             **os.environ,
             "BENCH_CELERY_BROKER": broker.url,
             "BENCH_CELERY_THREADS": str(concurrency),
-            "AWS_ENDPOINT_URL_SESV2": endpoint_url,
+            "AWS_ENDPOINT_URL_SESV2": endpoint.url,
             "AWS_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "bench",
             "AWS_SECRET_ACCESS_KEY": "bench",
@@ -127,8 +125,8 @@ def run_celery(
         pids = [p.pid for p in procs]
         store_pids = broker.store_pids()
         worker0, store0 = cpu_seconds(pids), cpu_seconds(store_pids)
-        base = sent()
-        started = time.monotonic()
+        base = endpoint.sends()
+        started_at, started = time.time(), time.monotonic()
         if rabbit:
             client.control.add_consumer(QUEUE, destination=names, reply=False)
         else:
@@ -139,7 +137,7 @@ def run_celery(
         # ends there, and its missing ids show as lost in the endpoint's records.
         deadline, done, last_progress = started + timeout, 0, started
         while done < emails:
-            now_done = sent() - base
+            now_done = endpoint.sends() - base
             now = time.monotonic()
             if now_done > done:
                 done, last_progress = now_done, now
@@ -148,7 +146,7 @@ def run_celery(
             if any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"a celery worker exited; see {log_dir}/celery-*.log")
             time.sleep(0.05)
-        elapsed = last_progress - started if done < emails else time.monotonic() - started
+        elapsed = last_progress - started if done < emails else endpoint.seconds_to_last_send(started_at)
         worker_cpu, store_cpu = cpu_seconds(pids) - worker0, cpu_seconds(store_pids) - store0
         return CeleryRun(
             broker.name, replicas, concurrency, latency * 1000, emails, emails / elapsed,

@@ -73,6 +73,6 @@ def run_claim_path(bench: Bench, path: str, replicas: int, emails: int, batch: i
     counts, lost = mp.get_context("fork").Value("l", 0), mp.get_context("fork").Value("l", 0)
     elapsed = run_in_lockstep(
         _claim_process, [(dsn.url(), path, batch, emails, counts, lost) for _ in range(replicas)]
-    )
+    ).seconds
     assert counts.value == emails, f"{path}: {counts.value} of {emails} finalized"
     return ClaimRun(path, replicas, emails / elapsed, lost.value / emails)

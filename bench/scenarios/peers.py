@@ -51,9 +51,7 @@ def run_celery_peer(
 
     endpoint = Endpoint(latency)
     try:
-        run = run_celery(
-            broker, endpoint.url, endpoint.sends, latency, replicas, concurrency, emails, log_dir
-        )
+        run = run_celery(broker, endpoint, latency, replicas, concurrency, emails, log_dir)
         lost, duplicates = lost_and_duplicates(endpoint.id_counts(), [celery_id(i) for i in range(emails)])
     finally:
         endpoint.close()
