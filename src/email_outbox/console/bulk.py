@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -49,6 +50,13 @@ def _sign(request: Request, action: str, ids: str, issued: str) -> str:
     return csrf.sign("bulk", request.state.user, action, ids, issued)
 
 
+def _chosen_action(form: Any) -> str:
+    action = str(form.get("action") or "")
+    if action not in ACTIONS:
+        raise InvalidInput("choose an action")
+    return action
+
+
 async def bulk_form(request: Request) -> Response:
     refused = refuse_read_only(request)
     if refused:
@@ -63,9 +71,7 @@ async def bulk_preview(request: Request) -> Response:
     form = await request.form()
     cap = request.app.state.settings.bulk_cap
     try:
-        action = str(form.get("action") or "")
-        if action not in ACTIONS:
-            raise InvalidInput("choose an action")
+        action = _chosen_action(form)
         older_text = str(form.get("older_than") or "0s")
         older = parse_duration(older_text)
         within_text = str(form.get("failed_within") or "1h")
@@ -108,10 +114,8 @@ async def bulk_apply(request: Request) -> Response:
     form = await request.form()
     cap = request.app.state.settings.bulk_cap
     try:
-        action = str(form.get("action") or "")
+        action = _chosen_action(form)
         frozen = str(form.get("ids") or "")
-        if action not in ACTIONS:
-            raise InvalidInput("choose an action")
         issued = str(form.get("issued") or "")
         if not hmac.compare_digest(_sign(request, action, frozen, issued), str(form.get("signature") or "")):
             raise InvalidInput("the list of emails is not the one the confirmation page showed")
