@@ -108,7 +108,8 @@ run. Each system ran {rounds} times at each latency, in rotating order (round k 
 system), so neither a drift of the machine nor going first favours one; emails/s, CPU and the store's
 share are the medians. Every system's clock starts at its release (below) and stops at the time the
 endpoint stamped on the last send it accepted, on the same clock: a send counts once SES has answered
-it, and no polling interval of the harness's is in any window. CPU per email is the senders' CPU from the moment the clock starts, plus the
+it, and no polling interval of the harness's is in any elapsed time (the CPU is read once the harness
+has seen the end). CPU per email is the senders' CPU from the moment the clock starts, plus the
 store's: the database server for the outbox, the broker's processes for Celery, none for the bare
 loop. Lost and duplicates come from the endpoint's records, by the unique id each send carries in an
 EmailTag, summed over the rounds and latencies: lost are ids it never accepted, duplicates ids it
@@ -131,8 +132,9 @@ accepted more than once.
   a list of its own and a Redis `RENAME` makes it the workers' queue at once.
 - **Outbox**: {r} worker replicas {X} concurrency 8 on the durable database, sending with its default
   lean SES client (botocore's signer, serializer and parser on boto3's connection pool:
-  `email_outbox.ses.lean_client`); the clock starts when the held rows are made due, and the run
-  ends when every row is final. **Outbox, boto3 client**: the same with `--ses-client boto3` (boto3's own `send_email`), so the
+  `email_outbox.ses.lean_client`); the clock starts once the held rows have been made due (that
+  `UPDATE`'s CPU is not counted, as Celery's enqueue is not), and the harness then waits until every
+  row is final before it reads the CPU. **Outbox, boto3 client**: the same with `--ses-client boto3` (boto3's own `send_email`), so the
   database's share of the gains and the client's show apart.
 
 Every round (emails/s; CPU ms per email; of it, the store):

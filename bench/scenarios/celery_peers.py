@@ -146,8 +146,8 @@ def run_celery(
             if any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"a celery worker exited; see {log_dir}/celery-*.log")
             time.sleep(0.05)
-        elapsed = last_progress - started if done < emails else endpoint.seconds_to_last_send(started_at)
         worker_cpu, store_cpu = cpu_seconds(pids) - worker0, cpu_seconds(store_pids) - store0
+        elapsed = last_progress - started if done < emails else endpoint.seconds_to_last_send(started_at)
         return CeleryRun(
             broker.name, replicas, concurrency, latency * 1000, emails, emails / elapsed,
             (worker_cpu + store_cpu) * 1000 / emails, worker_cpu * 1000 / emails, store_cpu * 1000 / emails,

@@ -22,6 +22,7 @@ from email_outbox.errors import (
     AccessDenied,
     DatabaseUnavailable,
     InvalidInput,
+    OutboxError,
     SchemaNotInstalled,
     TransientDatabaseError,
 )
@@ -239,6 +240,27 @@ def test_callers_taking_turns_share_one_connection_and_replace_it_when_it_is_los
         leader.start()
         leader.join()
     assert used == [opened[0], opened[1], opened[1], opened[1]], "the lost one replaced, then shared"
+
+
+@pytest.mark.parametrize(
+    ("error", "replaced"), [(InvalidInput("45001 refused"), False), (OutboxError("out of sync"), True)]
+)
+def test_a_shared_connection_is_replaced_after_an_unexpected_error_but_not_a_refusal(
+    error: OutboxError, replaced: bool
+) -> None:
+    opened: list[FakeRepository] = []
+
+    def open_repository() -> FakeRepository:
+        opened.append(FakeRepository(errors=[] if opened else [error]))
+        return opened[-1]
+
+    turns = DatabaseCalls(
+        open_repository, DSN, WorkerStats(), random.Random(1), policy=NO_PAUSE
+    ).taking_turns()  # type: ignore[arg-type, return-value]
+    with pytest.raises(type(error)):
+        turns.call("x", lambda r: r.finalize_sent(1, "t", "m"), deadline=time.monotonic() + 5)
+    assert turns.call("x", lambda r: r.finalize_sent(1, "t", "m")) == 1
+    assert len(opened) == (2 if replaced else 1)
 
 
 # --- the finalizer ----------------------------------------------------------------------------------

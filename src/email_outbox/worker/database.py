@@ -24,7 +24,13 @@ from typing import TypeVar
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
-from email_outbox.errors import DatabaseUnavailable, SchemaNotInstalled, TransientDatabaseError
+from email_outbox.errors import (
+    DatabaseUnavailable,
+    InvalidInput,
+    OutboxError,
+    SchemaNotInstalled,
+    TransientDatabaseError,
+)
 from email_outbox.worker.stats import WorkerStats
 
 log = logging.getLogger("email_outbox.worker")
@@ -50,6 +56,9 @@ class _OneConnection:
     """Where callers that take turns keep their one connection (in place of a thread-local)."""
 
     repo: OutboxRepository | None = None
+    # An error that is neither a refusal nor handled by the policy may leave a connection unusable
+    # (an unread result, commands out of sync); one shared by every finalize is then replaced.
+    replace_after_unexpected_errors = True
 
 
 class DatabaseCalls:
@@ -101,7 +110,8 @@ class DatabaseCalls:
         return repo
 
     def drop(self) -> None:
-        """Close this thread's connection; the next call opens a new one."""
+        """Close this thread's connection (or the one of callers taking turns); the next call opens a
+        new one."""
         repo: OutboxRepository | None = getattr(self._local, "repo", None)
         if repo is not None:
             repo.close()
@@ -115,7 +125,7 @@ class DatabaseCalls:
         deadline: float | None = None,
         losses: list[str] | None = None,
     ) -> T:
-        """`op` on this thread's connection, under the retry policy. A lost connection is appended to
+        """`op` on this thread's connection (or the one of callers taking turns), under the retry policy. A lost connection is appended to
         `losses`: the caller then knows an earlier try may have committed."""
         transient = tries = 0
         while True:
@@ -146,4 +156,10 @@ class DatabaseCalls:
                 if deadline is None or time.monotonic() + pause > deadline or self._give_up():
                     raise
                 log.warning("database call failed, retrying", extra={"call": what, "error": str(exc)})
+            except InvalidInput:
+                raise  # a procedure's refusal: the connection is as good as before
+            except OutboxError:
+                if getattr(self._local, "replace_after_unexpected_errors", False):
+                    self.drop()
+                raise
             time.sleep(pause)

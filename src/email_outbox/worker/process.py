@@ -195,7 +195,8 @@ class Worker:
         executor.shutdown(wait=self.slots.taken == 0, cancel_futures=True)
         self._reserver.shutdown(wait=True)
         self.reservations.release_all("shutting down")
-        self._finalizes.drop()
+        if self.slots.taken == 0:  # else a send still running may lead a finalize on it: exit closes it
+            self._finalizes.drop()
         self.database.drop()
 
 
