@@ -38,6 +38,7 @@ import mysql.connector
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.models import Status
+from email_outbox.worker.database import LOST_CONNECTION_RETRY_MESSAGE, TRANSIENT_RETRY_MESSAGE
 from email_outbox_devtools.dbserver import PrivateServer
 from email_outbox_devtools.localdb import migrate_for_local_use
 from email_outbox_devtools.ses_endpoint import FaultRule, SesEndpoint
@@ -571,8 +572,8 @@ class Soak:
             "crash_bound": crash_bound,
             "ambiguous_injected": ambiguous_injected,
             "deadlocks_server": deadlocks,
-            "worker_transient_retries": logs.count("retrying after a transient database error"),
-            "worker_db_unavailable_retries": logs.count("database unavailable, retrying"),
+            "worker_transient_retries": logs.count(TRANSIENT_RETRY_MESSAGE),
+            "worker_db_unavailable_retries": logs.count(LOST_CONNECTION_RETRY_MESSAGE),
             "stale_claimant_refusals": logs.count("finalize refused:"),
             "finalize_never_landed": logs.count("finalize never landed"),
             "enqueue_errors": dict(self.ledger.enqueue_errors),

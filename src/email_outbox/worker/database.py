@@ -52,13 +52,15 @@ class RetryPolicy:
 RETRY_POLICY = RetryPolicy()
 
 
+# What the worker logs when it retries a call; the soak (bench/soak.py) counts these lines.
+TRANSIENT_RETRY_MESSAGE = "retrying after a transient database error"
+LOST_CONNECTION_RETRY_MESSAGE = "database call failed, retrying"
+
+
 class _OneConnection:
     """Where callers that take turns keep their one connection (in place of a thread-local)."""
 
     repo: OutboxRepository | None = None
-    # An error that is neither a refusal nor handled by the policy may leave a connection unusable
-    # (an unread result, commands out of sync); one shared by every finalize is then replaced.
-    replace_after_unexpected_errors = True
 
 
 class DatabaseCalls:
@@ -82,6 +84,9 @@ class DatabaseCalls:
         self._give_up = give_up
         self.policy = policy
         self._local: threading.local | _OneConnection = threading.local()
+        # An error that is neither a refusal nor handled by the policy may leave a connection unusable
+        # (an unread result, commands out of sync): one shared by every finalize is then replaced.
+        self._shared = False
 
     def taking_turns(self) -> DatabaseCalls:
         """The same calls under the same policy on one connection of their own, for callers that never
@@ -91,7 +96,7 @@ class DatabaseCalls:
         twin = DatabaseCalls(
             self.open_repository, self._dsn, self._stats, self._rng, give_up=self._give_up, policy=self.policy
         )
-        twin._local = _OneConnection()
+        twin._local, twin._shared = _OneConnection(), True
         return twin
 
     def repository(self) -> OutboxRepository:
@@ -125,8 +130,9 @@ class DatabaseCalls:
         deadline: float | None = None,
         losses: list[str] | None = None,
     ) -> T:
-        """`op` on this thread's connection (or the one of callers taking turns), under the retry policy. A lost connection is appended to
-        `losses`: the caller then knows an earlier try may have committed."""
+        """`op` on this thread's connection (or the one of callers taking turns), under the retry
+        policy. A lost connection is appended to `losses`: the caller then knows an earlier try may
+        have committed."""
         transient = tries = 0
         while True:
             tries += 1
@@ -143,7 +149,7 @@ class DatabaseCalls:
                 if transient > self.policy.transient_attempts:
                     raise
                 log.warning(
-                    "retrying after a transient database error",
+                    TRANSIENT_RETRY_MESSAGE,
                     extra={"call": what, "error_code": exc.errno, "attempt": transient, "error": str(exc)},
                 )
             except (DatabaseUnavailable, SchemaNotInstalled) as exc:
@@ -155,11 +161,11 @@ class DatabaseCalls:
                         losses.append(str(exc))
                 if deadline is None or time.monotonic() + pause > deadline or self._give_up():
                     raise
-                log.warning("database call failed, retrying", extra={"call": what, "error": str(exc)})
+                log.warning(LOST_CONNECTION_RETRY_MESSAGE, extra={"call": what, "error": str(exc)})
             except InvalidInput:
                 raise  # a procedure's refusal: the connection is as good as before
             except OutboxError:
-                if getattr(self._local, "replace_after_unexpected_errors", False):
+                if self._shared:
                     self.drop()
                 raise
             time.sleep(pause)
