@@ -22,28 +22,34 @@ from email_outbox.schema.routines import DriftReport, check_drift
 
 def add_column_if_missing(conn: Any, table: str, column: str, definition: str) -> None:
     """A migration step's ADD COLUMN that can run again (MySQL 8 has no ADD COLUMN IF NOT EXISTS)."""
-    cursor = conn.cursor()
-    cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = %s AND COLUMN_NAME = %s",
-        (table, column),
+    _alter_unless_present(
+        conn, "COLUMNS", "COLUMN_NAME", table, column, f"ALTER TABLE {table} ADD COLUMN {column} {definition}"
     )
-    if not cursor.fetchone()[0]:
-        cursor.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
-    cursor.close()
 
 
 def add_index_if_missing(conn: Any, table: str, name: str, columns: str) -> None:
     """A migration step's ADD INDEX that can run again, built online (INPLACE, LOCK=NONE): writes to
     the table go on while it builds."""
+    _alter_unless_present(
+        conn,
+        "STATISTICS",
+        "INDEX_NAME",
+        table,
+        name,
+        f"ALTER TABLE {table} ADD INDEX {name} {columns}, ALGORITHM=INPLACE, LOCK=NONE",
+    )
+
+
+def _alter_unless_present(conn: Any, view: str, name_column: str, table: str, name: str, alter: str) -> None:
+    """`alter`, unless information_schema.`view` already lists `name` for `table` in this schema."""
     cursor = conn.cursor()
     cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
-        " AND TABLE_NAME = %s AND INDEX_NAME = %s",
+        f"SELECT COUNT(*) FROM information_schema.{view} WHERE TABLE_SCHEMA = DATABASE()"
+        f" AND TABLE_NAME = %s AND {name_column} = %s",
         (table, name),
     )
     if not cursor.fetchone()[0]:
-        cursor.execute(f"ALTER TABLE {table} ADD INDEX {name} {columns}, ALGORITHM=INPLACE, LOCK=NONE")
+        cursor.execute(alter)
     cursor.close()
 
 
