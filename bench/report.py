@@ -134,8 +134,8 @@ accepted more than once.
   lean SES client (botocore's signer, serializer and parser on boto3's connection pool:
   `email_outbox.ses.lean_client`); the clock starts once the held rows have been made due (that
   `UPDATE`'s CPU is not counted, as Celery's enqueue is not), and the harness then waits until every
-  row is final before it reads the CPU. **Outbox, boto3 client**: the same with `--ses-client boto3` (boto3's own `send_email`), so the
-  database's share of the gains and the client's show apart.
+  row is final before it reads the CPU. **Outbox, boto3 client**: the same with `--ses-client boto3`
+  (boto3's own `send_email`), so the database's share of the gains and the client's show apart.
 
 Every round (emails/s; CPU ms per email; of it, the store):
 
