@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a MariaDB/MySQL server binary and client are installed; install Debian's MariaDB if not.
 # Also redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py), and
-# chromium for the console's browser tests.
+# chromium for the console's browser tests, and valgrind for bench/procedure_costs.py.
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
@@ -93,6 +93,20 @@ ensure_go_and_php() {
     || echo "could not install Go and PHP: their example tests will be skipped" >&2
 }
 ensure_go_and_php
+# bench/procedure_costs.py counts the server's instructions per procedure call under valgrind's
+# callgrind (its tiny run is in `make test`).
+ensure_valgrind() {
+  command -v valgrind >/dev/null 2>&1 && command -v callgrind_control >/dev/null 2>&1 && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no valgrind and no apt-get: bench/procedure_costs.py gives server CPU only" >&2
+    return 0
+  fi
+  echo "installing valgrind from Debian's packages for bench/procedure_costs.py"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      --no-install-recommends valgrind >/dev/null; } \
+    || echo "could not install valgrind: bench/procedure_costs.py gives server CPU only" >&2
+}
+ensure_valgrind
 if have_server && have_client; then
   if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
     echo "installing galera-4, mariadb-backup and socat for the cluster tests"

@@ -97,6 +97,8 @@ class PrivateServer:
     # None leaves the server's default: Galera's mariabackup state transfer copies the server's
     # --innodb-buffer-pool-size onto mariadb-backup's command line, which refuses it.
     buffer_pool_size: str | None = "256M"
+    # A command the server runs under (valgrind for bench/procedure_costs.py); empty: none.
+    launcher: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -222,7 +224,7 @@ class PrivateServer:
             self.socket_path.unlink()
         log = open(self.base_dir / "mysqld.stdout", "ab")  # noqa: SIM115 - lives as long as the process
         self.process = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.launcher + self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.wait_ready(timeout)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,34 @@ def test_tiny_bench_run_prints_its_figures(script: str, figures: tuple[str, ...]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for figure in figures:
         assert figure in result.stdout, f"{figure} missing from the output"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="valgrind is not installed (make system-deps installs it)"
+)
+def test_tiny_procedure_costs_run_counts_instructions_and_cpu() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "procedure_costs.py"), "--tiny"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = {
+        line.split(" | ")[0].strip("| "): line.strip("| ").split(" | ")[1:]
+        for line in result.stdout.splitlines()
+        if line.startswith("| email_")
+    }
+    assert set(rows) == {
+        "email_finalize_and_start (Sent + start)",
+        "email_finalize_batch (8 Sent + 8 starts)",
+        "email_reserve_batch (8 rows)",
+        "email_reserve_batch (64 rows)",
+        "email_reserve_batch (nothing due)",
+    }
+    for call, (_, instructions, _, cpu, _) in rows.items():
+        assert float(instructions.replace(",", "")) > 0, call
+        assert float(cpu) >= 0, call

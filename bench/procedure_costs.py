@@ -1,0 +1,255 @@
+"""What one call of each send-path procedure costs the database server: database only, one connection,
+calls back to back, the same calls a worker makes.
+
+Two measures, each on a server of its own:
+- instructions per call, counted by valgrind's callgrind in the server's command processing only
+  (do_command and all it calls, on every connection thread): the same count for the same code and
+  inputs, run after run, whatever else the machine is doing. Judge a change to a procedure by it;
+- server CPU ms per call on a plain durable server: what a call costs here with the kernel, the log's
+  fsync and InnoDB's background threads, and as noisy as the machine: compare within one run.
+
+The calls:
+- email_finalize_and_start, a Sent row's finalize and the next row's start: one per email while sends
+  are slow (at 50 ms every email takes this path);
+- email_finalize_batch of 8 Sent rows and 8 starts: one group commit at 0 ms provider latency;
+- email_reserve_batch of 8 and of 64 rows, and a reserve that finds nothing due.
+
+    python bench/procedure_costs.py           # 300 calls of each (a few minutes)
+    python bench/procedure_costs.py --tiny    # the form `make test` runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import Bench, enqueue_bulk, make_due, proc_cpu_seconds
+
+from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox.models import FinalizeItem
+from email_outbox_devtools.dbserver import PrivateServer
+
+LEASE_SECONDS = 3600
+INLINE_BODY_BYTES = 1 << 20
+
+
+class Meter:
+    """Server work between start() and stop(), in the meter's unit."""
+
+    unit = ""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> float:
+        raise NotImplementedError
+
+
+class CpuMeter(Meter):
+    unit = "server CPU ms"
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.began = 0.0
+
+    def start(self) -> None:
+        self.began = proc_cpu_seconds(self.pid)
+
+    def stop(self) -> float:
+        return (proc_cpu_seconds(self.pid) - self.began) * 1000
+
+
+class InstructionMeter(Meter):
+    """callgrind, collecting inside do_command only, instrumenting only between start() and stop()."""
+
+    unit = "thousand instructions"
+
+    def __init__(self, pid: int, out_prefix: Path) -> None:
+        self.pid = pid
+        self.out_prefix = out_prefix
+
+    def _control(self, *args: str) -> None:
+        subprocess.run(["callgrind_control", *args, str(self.pid)], check=True, capture_output=True)
+
+    def start(self) -> None:
+        self._control("--zero")
+        self._control("--instr=on")
+
+    def stop(self) -> float:
+        self._control("--instr=off")
+        before = set(glob.glob(f"{self.out_prefix}.*"))
+        self._control("--dump")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for path in set(glob.glob(f"{self.out_prefix}.*")) - before:
+                found = re.search(r"^totals: (\d+)", Path(path).read_text(), re.MULTILINE)
+                if found:
+                    return int(found.group(1)) / 1000
+            time.sleep(0.1)
+        raise RuntimeError("callgrind wrote no profile")
+
+
+def callgrind_launcher(out_prefix: Path) -> list[str]:
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--collect-atstart=no",
+        "--toggle-collect=do_command*",
+        f"--callgrind-out-file={out_prefix}",
+    ]
+
+
+def server_args(binary: str, under_valgrind: bool) -> list[str]:
+    args = ["--innodb-buffer-pool-size=256M"]
+    if under_valgrind:
+        # valgrind knows no io_uring, and cannot reserve the address space a server that can grow its
+        # buffer pool maps at start (innodb_buffer_pool_size_max, where the server has it).
+        args.append("--innodb-use-native-aio=0")
+        help_text = subprocess.run([binary, "--verbose", "--help"], capture_output=True, text=True).stdout
+        if "innodb-buffer-pool-size-max" in help_text:
+            args.append("--innodb-buffer-pool-size-max=256M")
+    return args
+
+
+@dataclass
+class Cost:
+    call: str
+    emails_per_call: int
+    per_call: float
+
+
+def _reserve(repo: OutboxRepository, token: str, limit: int) -> list[tuple[int, str]]:
+    return [(c.id, token) for c in repo.reserve_batch(token, "bench", LEASE_SECONDS, limit, INLINE_BODY_BYTES)]
+
+
+def _reserve_all(repo: OutboxRepository, prefix: str, rows: int) -> list[tuple[int, str]]:
+    held: list[tuple[int, str]] = []
+    while len(held) < rows:
+        got = _reserve(repo, f"{prefix}-{len(held)}", 64)
+        if not got:
+            raise RuntimeError(f"only {len(held)} of {rows} rows were due")
+        held += got
+    return held
+
+
+def _due(dsn: DatabaseDsn, prefix: str, rows: int) -> None:
+    enqueue_bulk(dsn, rows, prefix, hold=True)
+    make_due(dsn)
+
+
+def _sent(row: tuple[int, str]) -> FinalizeItem:
+    return FinalizeItem(row[0], row[1], "Sent", provider_message_id=f"pm-{row[0]}")
+
+
+def measure(dsn: DatabaseDsn, meter: Meter, calls: int) -> list[Cost]:
+    repo = OutboxRepository.open(dsn)
+    costs: list[Cost] = []
+
+    def timed(name: str, emails: int, n: int, body: Callable[[int], None]) -> None:
+        meter.start()
+        for i in range(n):
+            body(i)
+        costs.append(Cost(name, emails, meter.stop() / n))
+
+    try:
+        _due(dsn, "fas", calls + 1)
+        rows = _reserve_all(repo, "fas", calls + 1)
+        repo.start_send(*rows[0])
+
+        def finalize_and_start(i: int) -> None:
+            result, started = repo.finalize_and_start(_sent(rows[i]), *rows[i + 1])
+            assert result.affected == 1 and started
+
+        timed("email_finalize_and_start (Sent + start)", 1, calls, finalize_and_start)
+
+        groups = max(1, calls // 4)
+        _due(dsn, "batch", 8 * (groups + 1))
+        batch_rows = _reserve_all(repo, "batch", 8 * (groups + 1))
+        for row in batch_rows[:8]:
+            repo.start_send(*row)
+
+        def finalize_batch(i: int) -> None:
+            done, following = batch_rows[8 * i : 8 * i + 8], batch_rows[8 * i + 8 : 8 * i + 16]
+            items = [_sent(r) for r in done] + [FinalizeItem(r[0], r[1], "Started") for r in following]
+            assert all(r.affected == 1 for r in repo.finalize_batch(items))
+
+        timed("email_finalize_batch (8 Sent + 8 starts)", 8, groups, finalize_batch)
+
+        for limit, n in ((8, calls), (64, groups)):
+            _due(dsn, f"reserve{limit}", limit * n)
+            timed(
+                f"email_reserve_batch ({limit} rows)",
+                limit,
+                n,
+                lambda i, limit=limit: _check_rows(_reserve(repo, f"r{limit}-{i}", limit), limit),  # type: ignore[misc]
+            )
+        timed("email_reserve_batch (nothing due)", 0, calls, lambda i: _check_rows(_reserve(repo, f"e-{i}", 8), 0))
+    finally:
+        repo.close()
+    return costs
+
+
+def _check_rows(rows: list[tuple[int, str]], expected: int) -> None:
+    assert len(rows) == expected, f"reserved {len(rows)} rows, expected {expected}"
+
+
+def run(base: Path, calls: int, under_valgrind: bool) -> list[Cost]:
+    out_prefix = base / "callgrind.out"
+    server = PrivateServer(base / "db", durable=True, buffer_pool_size=None)
+    server.extra_args = server_args(server.binary, under_valgrind)
+    if under_valgrind:
+        server.launcher = callgrind_launcher(out_prefix)
+    server.start(timeout=600 if under_valgrind else 60)
+    try:
+        dsn = Bench(server).fresh_database()
+        assert server.process is not None
+        pid = server.process.pid
+        meter: Meter = InstructionMeter(pid, out_prefix) if under_valgrind else CpuMeter(pid)
+        return measure(dsn, meter, calls)
+    finally:
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="a few calls of each: proves the harness runs")
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args(argv)
+    calls = 8 if args.tiny else args.calls
+    valgrind = shutil.which("valgrind") is not None and shutil.which("callgrind_control") is not None
+    if not valgrind:
+        print("valgrind not found (apt-get install valgrind): server CPU only, no instruction counts")
+    base = Path(tempfile.mkdtemp(prefix="procedure-costs-"))
+    try:
+        cpu = run(base / "cpu", calls, under_valgrind=False)
+        instructions = run(base / "callgrind", calls, under_valgrind=True) if valgrind else None
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\nprocedure costs, database only: {calls} calls of each, back to back on one connection, durable")
+    print("| call | emails per call | thousand instructions per call | per email | server CPU ms per call | per email |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for k, cost in enumerate(cpu):
+        count = instructions[k].per_call if instructions else None
+        per = max(cost.emails_per_call, 1)
+        cells = [
+            f"{count:,.0f}" if count is not None else "-",
+            f"{count / per:,.0f}" if count is not None and cost.emails_per_call else "-",
+            f"{cost.per_call:.3f}",
+            f"{cost.per_call / per:.3f}" if cost.emails_per_call else "-",
+        ]
+        print(f"| {cost.call} | {cost.emails_per_call} | {' | '.join(cells)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
