@@ -129,7 +129,9 @@ class Cost:
 
 
 def _reserve(repo: OutboxRepository, token: str, limit: int) -> list[tuple[int, str]]:
-    return [(c.id, token) for c in repo.reserve_batch(token, "bench", LEASE_SECONDS, limit, INLINE_BODY_BYTES)]
+    return [
+        (c.id, token) for c in repo.reserve_batch(token, "bench", LEASE_SECONDS, limit, INLINE_BODY_BYTES)
+    ]
 
 
 def _reserve_all(repo: OutboxRepository, prefix: str, rows: int) -> list[tuple[int, str]]:
@@ -185,15 +187,13 @@ def measure(dsn: DatabaseDsn, meter: Meter, calls: int) -> list[Cost]:
 
         timed("email_finalize_batch (8 Sent + 8 starts)", 8, groups, finalize_batch)
 
+        def reserving(limit: int, expected: int) -> Callable[[int], None]:
+            return lambda i: _check_rows(_reserve(repo, f"r{limit}-{expected}-{i}", limit), expected)
+
         for limit, n in ((8, calls), (64, groups)):
             _due(dsn, f"reserve{limit}", limit * n)
-            timed(
-                f"email_reserve_batch ({limit} rows)",
-                limit,
-                n,
-                lambda i, limit=limit: _check_rows(_reserve(repo, f"r{limit}-{i}", limit), limit),  # type: ignore[misc]
-            )
-        timed("email_reserve_batch (nothing due)", 0, calls, lambda i: _check_rows(_reserve(repo, f"e-{i}", 8), 0))
+            timed(f"email_reserve_batch ({limit} rows)", limit, n, reserving(limit, limit))
+        timed("email_reserve_batch (nothing due)", 0, calls, reserving(8, 0))
     finally:
         repo.close()
     return costs
@@ -236,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(f"\nprocedure costs, database only: {calls} calls of each, back to back on one connection, durable")
-    print("| call | emails per call | thousand instructions per call | per email | server CPU ms per call | per email |")
+    print(
+        "| call | emails per call | thousand instructions per call | per email | server CPU ms per call | per email |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for k, cost in enumerate(cpu):
         count = instructions[k].per_call if instructions else None
