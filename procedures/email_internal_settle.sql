@@ -93,9 +93,10 @@ BEGIN
       FROM email_delivery_attempts FORCE INDEX (PRIMARY)
      WHERE id = p_id;
     -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed
-    -- from) write a status that depends on the row.
+    -- from) write a status that depends on the row. The others are named as the row spells them,
+    -- whatever the case the caller wrote the outcome in.
     IF p_outcome IN ('Sent', 'Failed', 'UnknownOutcome') THEN
-      SET p_to_status = p_outcome;
+      SET p_to_status = CASE p_outcome WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' ELSE 'UnknownOutcome' END;
     ELSE
       SELECT status INTO p_to_status FROM email_delivery_attempts FORCE INDEX (PRIMARY) WHERE id = p_id;
     END IF;

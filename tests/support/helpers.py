@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 from email_outbox.db.repository import OutboxRepository
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_bench(script: str, *args: str, timeout: float = 600) -> str:
+    """bench/`script` with `args` in a process of its own, as a user runs it: its standard output,
+    printed for the test's log, once it has exited 0 (else the tail of both streams fails the test)."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    print(result.stdout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
 
 
 def token() -> str:

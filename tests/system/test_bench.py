@@ -6,35 +6,29 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.helpers import run_bench
+
 SYSTEMS = ("bare boto3 loop", "Celery + Redis", "Celery + RabbitMQ", "outbox", "outbox, boto3 client")
 
 
 @pytest.mark.slow
 def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "throughput.py"), "--tiny", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    print(result.stdout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = run_bench("throughput.py", "--tiny", "--out", str(tmp_path))
     for figure in ("ratio", "CALLs/email", "CPU", "peak RSS", "paced p50/p99", "lost races/email",
                    "enqueue on 8 connection", "terminal rows", "claims/s", "claim rate with 10000 terminal rows",
                    "ratio to bare", "CPU ms/email", "duplicates"):  # fmt: skip
-        assert figure in result.stdout, f"{figure} missing from the output"
+        assert figure in output, f"{figure} missing from the output"
     # The peers' table: every system at 0 and 50 ms, each row with its ratio, CPU, the store's share of
     # it (none for the bare loop), lost and duplicates.
     for system in SYSTEMS:
         store = "-" if system == "bare boto3 loop" else r"\d+\.\d\d"
         for latency in ("0 ms", "50 ms"):
             assert re.search(rf"^{re.escape(system)}\s+{latency}\s+[\d,]+\s+\d+\.\d\d\s+\d+\.\d\d\s+{store}\s+\d+\s+\d+$",
-                             result.stdout, re.MULTILINE), f"{system} at {latency} missing from the table"  # fmt: skip
+                             output, re.MULTILINE), f"{system} at {latency} missing from the table"  # fmt: skip
     (results,) = tmp_path.glob("throughput-*/results.json")
     data = json.loads(results.read_text())
     assert {r["path"] for r in data["claim_paths"]} == {"per_row", "batch"}
@@ -85,36 +79,21 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
     ],
 )
 def test_tiny_bench_run_prints_its_figures(script: str, figures: tuple[str, ...]) -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--tiny"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    print(result.stdout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = run_bench(script, "--tiny")
     for figure in figures:
-        assert figure in result.stdout, f"{figure} missing from the output"
+        assert figure in output, f"{figure} missing from the output"
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(
-    shutil.which("valgrind") is None, reason="valgrind is not installed (make system-deps installs it)"
+    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
+    reason="valgrind is not installed (make system-deps installs it)",
 )
 def test_tiny_procedure_costs_run_counts_instructions_and_cpu() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "procedure_costs.py"), "--tiny"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    print(result.stdout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = run_bench("procedure_costs.py", "--tiny")
     rows = {
         line.split(" | ")[0].strip("| "): line.strip("| ").split(" | ")[1:]
-        for line in result.stdout.splitlines()
+        for line in output.splitlines()
         if line.startswith("| email_")
     }
     assert set(rows) == {

@@ -4,8 +4,6 @@ against the local SES endpoint holding the account to its quota as SES does."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +15,8 @@ from email_outbox.db.repository import OutboxRepository
 from email_outbox.models import Status
 from email_outbox_devtools.ses_endpoint import SesEndpoint
 from email_outbox_devtools.worker_process import spawn_worker as start_worker
-from tests.support.helpers import enqueue_many, scalar
+from tests.support.helpers import enqueue_many, run_bench, scalar
 from tests.support.worker_harness import counts, drained, spawn_worker, wait_until
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -41,19 +37,14 @@ def test_replicas_started_stopped_and_crashed_send_together_at_the_account_rate(
     crashed), 4 s each. Each phase delivers at least 85% of the account's rate with fewer than 2% of
     sends throttled: the schedule is paced at 95%, so the margin is ten points of the rate for a
     loaded machine's jitter, and the endpoint's one-second bucket for the sends' timing."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "rate.py"), "--tiny", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
-    print(result.stdout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = run_bench("rate.py", "--tiny", "--out", str(tmp_path), timeout=300)
     (results,) = tmp_path.glob("rate-*/results.json")
     phases = json.loads(results.read_text())["phases"]
     assert [p["replicas"] for p in phases] == [1, 4, 2]
     for p in phases:
         assert p["share_of_rate"] >= 0.85, f"{p['replicas']} replicas sent {p['per_second']:.1f}/s of 40"
         assert p["throttled_share"] < 0.02, f"{p['replicas']} replicas: {p['throttled']} throttled"
-    assert "throttled %" in result.stdout
+    assert "throttled %" in output
 
 
 def test_the_daily_quota_pauses_claims_without_attempts_and_sending_resumes_when_ses_shows_room(
