@@ -103,6 +103,7 @@ def test_tiny_procedure_costs_run_counts_instructions_and_cpu() -> None:
         "email_reserve_batch (64 rows)",
         "email_reserve_batch (nothing due)",
     }
-    for call, (_, instructions, _, cpu, _) in rows.items():
+    for call, (_, instructions, _, _, _) in rows.items():
         assert float(instructions.replace(",", "")) > 0, call
-        assert float(cpu) >= 0, call
+    # /proc counts CPU in 10 ms ticks, so one tiny section may read 0; all of them together took some.
+    assert sum(float(cpu) for _, _, _, cpu, _ in rows.values()) > 0
