@@ -41,6 +41,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         unsent = repo.unsent_failures(DAY_SECONDS)
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
+        durability = repo.durability_risks()
     suppressed = unsent["Suppressed"]
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
@@ -58,6 +59,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "provider_breaker": asdict(breaker),
                 "send_rate": asdict(send_rate) if send_rate else None,
                 "failed_unsent_24h": unsent,
+                "durability_risks": [asdict(r) for r in durability],
             }
         )
         return EXIT_OK
@@ -84,6 +86,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"SES account:             {send_rate.describe() if send_rate else 'no send rate row: run migrate'}"
     )
     print("Failed unsent, last 24h: " + ", ".join(f"{code} {n}" for code, n in unsent.items()))
+    if durability:
+        for risk in durability:
+            print(f"durability:              WARNING {visible(risk.describe())}")
+    else:
+        print(
+            "durability:              no setting known to lose commits (docs/operations.md, Durability settings)"
+        )
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
