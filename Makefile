@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint system-deps clean soak bench failover costs cluster-soak console-bench
+.PHONY: test demo lint system-deps clean soak bench failover costs cluster-soak console-bench faults
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
@@ -41,6 +41,14 @@ failover: system-deps $(STAMP)
 # A 3-node Galera cluster soak: 3,000 emails, two node kills, an IST rejoin; accounting and throughput.
 cluster-soak: system-deps $(STAMP)
 	EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS=3000 $(BIN)/pytest -s -q tests/cluster/test_cluster_soak.py
+
+# The fault runs on a 3-node Galera cluster in network namespaces (docs/reliability.md, "Faults on a
+# Galera cluster"): each fault and a mixed run at the documented settings, then the all-node kill at
+# innodb_flush_log_at_trx_commit=0 (the risky row: its losses are the measurement, so its exit code is
+# ignored). Needs root.
+faults: system-deps $(STAMP)
+	$(BIN)/python bench/faults.py --seed 39
+	-$(BIN)/python bench/faults.py --seed 39 --phases kill_all_nodes --flush-log-at-trx-commit 0
 
 # The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).
 costs: system-deps $(STAMP)

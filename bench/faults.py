@@ -87,6 +87,8 @@ class Phase:
     ids: list[str] = field(default_factory=list)
     conflicts: int = 0
     events: list[str] = field(default_factory=list)
+    # wsrep counters summed over the nodes, their change over the phase (a restart resets them: >= 0).
+    wsrep: dict[str, float] = field(default_factory=dict)
 
 
 class FaultRun:
@@ -156,7 +158,7 @@ class FaultRun:
         return spawn_worker(
             self.dsn(order), self.endpoint.url, self.base, f"w{slot}.{self.generation}", env=env,
             concurrency=self.config.concurrency, batch_size=self.config.concurrency, lease_seconds=lease,
-            ses_connect_timeout=1, ses_read_timeout=3, poll_interval=0.2, retry_base_seconds=0.5,
+            ses_connect_timeout=1, ses_read_timeout=max(1, lease // 2 - 1), poll_interval=0.2, retry_base_seconds=0.5,
             retry_max_seconds=2, shutdown_grace_seconds=lease,
         )  # fmt: skip
 
@@ -227,7 +229,10 @@ class FaultRun:
     def inject(self, kind: str, phase: Phase) -> None:
         c = self.cluster
         lease = self.config.lease
-        note = phase.events.append
+
+        def note(what: str) -> None:
+            phase.events.append(f"+{time.time() - phase.fault_from:.1f}s {what}")
+
         if kind == "kill_all_nodes":
             c.kill_all(1.0, self.rng)
             note("killed every node")
@@ -237,7 +242,7 @@ class FaultRun:
             for index in (1, 2):
                 c.isolate(index)
                 note(f"node{index} cut off")
-                time.sleep(max(6.0, lease / 2))
+                time.sleep(max(5.0, lease / 2))
                 c.heal()
                 c.wait_synced()
                 note(f"healed node{index}")
@@ -296,6 +301,21 @@ class FaultRun:
             time.sleep(0.05)
         return None
 
+    def wsrep_counters(self) -> dict[str, float]:
+        """Flow control and certification, summed over the nodes that answer."""
+        names = ("wsrep_flow_control_paused_ns", "wsrep_local_cert_failures", "wsrep_local_bf_aborts",
+                 "wsrep_flow_control_sent")  # fmt: skip
+        total: dict[str, float] = dict.fromkeys(names, 0.0)
+        for node in self.cluster.nodes:
+            with contextlib.suppress(Exception):
+                conn = self.connect(node.index - 1)
+                cur = conn.cursor()
+                cur.execute("SHOW GLOBAL STATUS WHERE Variable_name IN (%s, %s, %s, %s)", names)
+                for name, value in cur.fetchall():
+                    total[str(name)] += float(value)
+                conn.close()
+        return total
+
     def conflicts(self) -> int:
         total = 0
         for path in self.base.glob("w*.log"):
@@ -309,6 +329,7 @@ class FaultRun:
     def run_phase(self, name: str) -> Phase:
         phase = Phase(name, started=time.time())
         conflicts_before = self.conflicts()
+        wsrep_before = self.wsrep_counters()
         per_node = self.config.emails // len(self.cluster.nodes)
         faults_over = threading.Event()
         threads = [
@@ -320,13 +341,13 @@ class FaultRun:
         kinds = list(FAULTS) if name == "mixed" else [name]
         if name == "mixed":
             self.rng.shuffle(kinds)
-        time.sleep(3.0)
+        time.sleep(2.0)
         phase.fault_from = time.time()
         for kind in kinds:
             self.inject(kind, phase)
             print(f"  {name}: {phase.events[-1] if phase.events else kind}", flush=True)
         # A few seconds more of enqueues after the faults, so the stall covers the recovery too.
-        time.sleep(5)
+        time.sleep(3)
         phase.fault_to = time.time()
         faults_over.set()
         for t in threads:
@@ -334,6 +355,8 @@ class FaultRun:
         self.drain()
         phase.ended = time.time()
         phase.conflicts = self.conflicts() - conflicts_before
+        after = self.wsrep_counters()
+        phase.wsrep = {k: max(0.0, after[k] - wsrep_before[k]) for k in after}
         return phase
 
     def drain(self) -> None:
@@ -404,9 +427,8 @@ class FaultRun:
             twice = [i for i in ids if accepted[i] > 1]
             unknown = [i for i in ids if status_of.get(i) == "UnknownOutcome"]
             window = [t for t in times if phase.fault_from <= t <= phase.fault_to]
-            gaps = [
-                b - a for a, b in zip([phase.fault_from, *window], [*window, phase.fault_to], strict=True)
-            ]
+            edges = list(zip([phase.fault_from, *window], [*window, phase.fault_to], strict=True))
+            longest = max(edges, key=lambda e: e[1] - e[0])
             rows.append(
                 {
                     "phase": phase.name,
@@ -423,7 +445,11 @@ class FaultRun:
                     "still_due": sum(
                         1 for i in ids if status_of.get(i) in ("Pending", "Retrying", "Processing")
                     ),
-                    "longest_stall_s": round(max(gaps, default=0.0), 1),
+                    "longest_stall_s": round(longest[1] - longest[0], 1),
+                    "longest_stall_from_s": round(longest[0] - phase.fault_from, 1),
+                    "flow_control_paused_s": round(phase.wsrep["wsrep_flow_control_paused_ns"] / 1e9, 1),
+                    "cert_failures": int(phase.wsrep["wsrep_local_cert_failures"]),
+                    "bf_aborts": int(phase.wsrep["wsrep_local_bf_aborts"]),
                     "conflicts_retried": phase.conflicts,
                     "events": phase.events,
                 }
@@ -466,13 +492,19 @@ def print_report(report: dict[str, Any], command: str) -> None:
     print()
     print(f"innodb_flush_log_at_trx_commit={report['innodb_flush_log_at_trx_commit']},"
           f" {report['workers']} workers, lease {report['lease_seconds']}s, seed {report['seed']}")  # fmt: skip
-    print("| fault | emails | lost | sent twice | UnknownOutcome | longest stall (s) | conflicts retried |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| fault | emails | lost | sent twice | UnknownOutcome | longest stall (s) | conflicts retried |"
+        " flow control paused (s) | certification failures | BF aborts |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in report["phases"]:
         print(
             f"| {r['phase']} | {r['emails']} | {r['lost']} | {r['sent_twice']} | {r['unknown_outcome']} |"
-            f" {r['longest_stall_s']} | {r['conflicts_retried']} |"
+            f" {r['longest_stall_s']} | {r['conflicts_retried']} | {r['flow_control_paused_s']} |"
+            f" {r['cert_failures']} | {r['bf_aborts']} |"
         )
+    for r in report["phases"]:
+        print(f"{r['phase']}: longest stall from +{r['longest_stall_from_s']}s; " + "; ".join(r["events"]))
     print(f"reproduce: {command}")
     print(
         f"enqueue errors: {report['enqueue_errors'] or 'none'}; commits in doubt: {report['commits_in_doubt']}"
@@ -507,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         flush_log_at_trx_commit=args.flush_log_at_trx_commit, phases=phases,
     )  # fmt: skip
     if args.short:
-        config.emails, config.workers, config.lease, config.rate = min(config.emails, 30), 2, 8, 6.0
+        config.emails, config.workers, config.lease, config.rate = min(config.emails, 30), 2, 6, 6.0
         config.drain_timeout = 90.0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

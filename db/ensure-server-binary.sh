@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure a MariaDB/MySQL server binary and client are installed; install Debian's MariaDB if not.
 # Also redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py), and
-# chromium for the console's browser tests, and valgrind for bench/procedure_costs.py.
+# chromium for the console's browser tests, valgrind for bench/procedure_costs.py, and iproute2 for
+# the fault runs' network namespaces (bench/faults.py).
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
@@ -107,6 +108,15 @@ ensure_valgrind() {
     || echo "could not install valgrind: bench/procedure_costs.py gives server CPU only" >&2
 }
 ensure_valgrind
+# bench/faults.py puts each Galera node in a network namespace of its own (ip netns) to cut links.
+ensure_iproute2() {
+  command -v ip >/dev/null 2>&1 && return 0
+  command -v apt-get >/dev/null 2>&1 || { echo "no ip (iproute2): the fault runs will be skipped" >&2; return 0; }
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      -o DPkg::Lock::Timeout=600 --no-install-recommends iproute2 >/dev/null; } \
+    || echo "could not install iproute2: the fault runs will be skipped" >&2
+}
+ensure_iproute2
 if have_server && have_client; then
   if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
     echo "installing galera-4, mariadb-backup and socat for the cluster tests"

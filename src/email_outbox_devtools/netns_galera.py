@@ -232,9 +232,12 @@ class NetnsGalera:
     def recover(self) -> dict[str, int]:
         """docs/operations.md, "A Galera cluster after every node crashed": each node's last committed
         position from its InnoDB log (mariadbd --wsrep-recover), bootstrap from the most advanced
-        node (safe_to_bootstrap: 1 in its grastate.dat, --wsrep-new-cluster), then start the others."""
-        positions = {node.name: self._recovered_seqno(node) for node in self.nodes}
-        first = max(self.nodes, key=lambda n: positions[n.name])
+        node (safe_to_bootstrap: 1 in its grastate.dat, --wsrep-new-cluster), then start the others
+        from their recovered positions (--wsrep-start-position, as galera_recovery does: they join
+        by IST instead of a full state transfer). The seqno of each node, by name."""
+        positions = {node.name: self._recovered_position(node) for node in self.nodes}
+        seqno = {name: int(p.rpartition(":")[2]) if p else -1 for name, p in positions.items()}
+        first = max(self.nodes, key=lambda n: seqno[n.name])
         grastate = first.server.datadir / "grastate.dat"
         grastate.write_text(re.sub(r"safe_to_bootstrap:\s*0", "safe_to_bootstrap: 1", grastate.read_text()))
         joined = first.server.extra_args
@@ -244,19 +247,24 @@ class NetnsGalera:
         self.wait_synced(count=1)
         for node in self.nodes:
             if node is not first:
+                usual = node.server.extra_args
+                start_at = [f"--wsrep-start-position={positions[node.name]}"] if positions[node.name] else []
+                node.server.extra_args = [*usual, *start_at]
                 node.server.start(timeout=300)
+                node.server.extra_args = usual
         self.wait_synced()
-        return positions
+        return seqno
 
-    def _recovered_seqno(self, node: NetNode) -> int:
+    def _recovered_position(self, node: NetNode) -> str:
+        """uuid:seqno from mariadbd --wsrep-recover, or "" when it found none."""
         log = node.server.base_dir / "wsrep-recover.log"
         log.unlink(missing_ok=True)
         # Without the init file: its statements would wait for a cluster that recovery never joins.
         args = [a for a in node.server.command() if not a.startswith("--init-file=")]
         cmd = [*node.server.launcher, *args, f"--log-error={log}", "--wsrep-recover"]
         subprocess.run(cmd, capture_output=True, timeout=300, check=False)
-        found = re.findall(r"Recovered position: [0-9a-f-]+:(-?\d+)", log.read_text(errors="replace"))
-        return int(found[-1]) if found else -1
+        found = re.findall(r"Recovered position: ([0-9a-f-]+:-?\d+)", log.read_text(errors="replace"))
+        return found[-1] if found else ""
 
     def stop(self) -> None:
         for node in self.nodes:
