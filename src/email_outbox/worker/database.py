@@ -123,7 +123,7 @@ class DatabaseCalls:
         repo: OutboxRepository | None = getattr(self._local, "repo", None)
         if repo is not None:
             if host_failed:
-                mark_failed(repo.connection)
+                mark_failed(getattr(repo, "connection", None))
             repo.close()
         self._local.repo = None
 
