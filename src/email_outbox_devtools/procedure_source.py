@@ -106,7 +106,11 @@ def _fill(name: str, text: str, values: dict[str, str]) -> str:
     lines = []
     for line in text.split("\n"):
         indent = len(line) - len(line.lstrip())
-        filled = _PLACEHOLDER.sub(lambda m: _reindent(values[m.group(1)], indent), line)
+
+        def value(match: re.Match[str], at: int = indent) -> str:
+            return _reindent(values[match.group(1)], at)
+
+        filled = _PLACEHOLDER.sub(value, line)
         if filled.strip() or not line.strip():  # a line that held only an empty value goes
             lines.append(filled)
     return "\n".join(lines)

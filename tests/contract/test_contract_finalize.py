@@ -9,7 +9,7 @@ import pytest
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
-from email_outbox.schema.routines import parameter_names
+from email_outbox.procedure_files import parameter_names
 from tests.conftest import db_now, set_clock
 from tests.support.helpers import enqueue_many, scalar, token
 

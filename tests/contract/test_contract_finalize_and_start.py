@@ -118,7 +118,9 @@ def test_the_send_path_is_one_call_with_no_nested_call(repo: OutboxRepository) -
     with repo._cursor() as cursor:
         cursor.execute("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
         before = int(cursor.fetchall()[0]["Value"])
-    result, started = repo.finalize_and_start(FinalizeItem(first, t, "Sent", provider_message_id="m"), reserved, t)
+    result, started = repo.finalize_and_start(
+        FinalizeItem(first, t, "Sent", provider_message_id="m"), reserved, t
+    )
     with repo._cursor() as cursor:
         cursor.execute("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
         assert int(cursor.fetchall()[0]["Value"]) - before == 1

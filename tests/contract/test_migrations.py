@@ -20,9 +20,9 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository, connect
 from email_outbox.errors import MigrationError
 from email_outbox.models import Status
+from email_outbox.procedure_files import load_procedures, migrations_dir, procedures_dir
 from email_outbox.schema.migrate import migrate
-from email_outbox.schema.paths import migrations_dir, procedures_dir
-from email_outbox.schema.routines import check_drift, load_procedures
+from email_outbox.schema.routines import check_drift
 from tests.support.harness import TestServer
 
 CLI = [sys.executable, "-m", "email_outbox.cli"]
@@ -427,7 +427,9 @@ def test_upgrade_from_before_0009_keeps_rows_and_retires_the_old_names(
     routines = _routines(fresh_dsn)
     assert "email_internal_claim_v2" not in routines, "the renamed internal procedure is retired"
     assert "email_claim_batch_bounded" in routines
-    assert not {"email_claim_batch_v2", "email_purge_bodies"} & set(routines), "0.1.0's deprecated names retired"
+    assert not {"email_claim_batch_v2", "email_purge_bodies"} & set(routines), (
+        "0.1.0's deprecated names retired"
+    )
     assert _drift(fresh_dsn).clean  # type: ignore[attr-defined]
 
     repo = OutboxRepository.open(fresh_dsn)
