@@ -135,9 +135,9 @@ def refusal_from_driver_error(exc: BaseException) -> InvalidInput | None:
         seen.add(id(current))
         errno = getattr(current, "errno", None)
         message = getattr(current, "msg", None)
-        args = getattr(current, "args", ())
+        args: tuple[object, ...] = tuple(getattr(current, "args", ()))
         if not isinstance(errno, int) and len(args) >= 2 and isinstance(args[0], int):
-            errno, message = args[0], args[1]
+            errno, message = args[0], str(args[1])
         if isinstance(errno, int) and errno < 0:  # PyMySQL reads the errno as a signed 16-bit number
             errno += 1 << 16
         if isinstance(errno, int) and errno in REFUSAL_BY_ERRNO:

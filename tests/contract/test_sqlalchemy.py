@@ -44,7 +44,9 @@ def engine(request: pytest.FixtureRequest, dsn: DatabaseDsn) -> Iterator[Engine]
 
 
 def notification_ids(repo: OutboxRepository) -> set[str]:
-    return {str(r["notification_id"]) for r in repo._select("SELECT notification_id FROM email_delivery_attempts")}
+    return {
+        str(r["notification_id"]) for r in repo._select("SELECT notification_id FROM email_delivery_attempts")
+    }
 
 
 def orders(engine: Engine) -> set[int]:
@@ -93,7 +95,9 @@ def test_a_refusal_is_the_outboxs_exception_and_the_transaction_goes_on(
     assert orders(engine) == {4}
 
 
-def test_an_async_session_commits_and_rolls_back_with_aiomysql(dsn: DatabaseDsn, repo: OutboxRepository) -> None:
+def test_an_async_session_commits_and_rolls_back_with_aiomysql(
+    dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
     pytest.importorskip("aiomysql", reason="aiomysql is not installed (the test extra has it)")
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
