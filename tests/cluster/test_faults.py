@@ -27,7 +27,13 @@ def test_each_fault_loses_no_committed_enqueue_and_sends_none_twice(tmp_path: Pa
         m.group(1): [int(v) if v.isdigit() else float(v) for v in m.group(2, 3, 4, 5, 6)]
         for m in re.finditer(r"^\| (\w+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \|", output, re.M)
     }
-    assert set(rows) == {"kill_all_nodes", "partition", "node_pause", "worker_pause", "worker_kill_group_commit"}
+    assert set(rows) == {
+        "kill_all_nodes",
+        "partition",
+        "node_pause",
+        "worker_pause",
+        "worker_kill_group_commit",
+    }
     for fault, (emails, lost, twice, _unknown, stall) in rows.items():
         assert emails > 0 and lost == 0 and twice == 0, fault
         if fault in ("partition", "node_pause"):
