@@ -48,12 +48,16 @@ import mysql.connector
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.worker.database import TRANSIENT_RETRY_MESSAGE
 from email_outbox_devtools.localdb import migrate_for_local_use
-from email_outbox_devtools.netns_galera import PORT, NetnsGalera, missing_parts
+from email_outbox_devtools.netns_galera import PORT, SUBNET, NetnsGalera, NetnsSemiSyncPair, missing_parts
 from email_outbox_devtools.ses_endpoint import FaultRule, SesEndpoint
 from email_outbox_devtools.worker_process import WorkerProcess, spawn_worker
 
 FAULTS = ("kill_all_nodes", "partition", "node_pause", "worker_pause", "worker_kill_group_commit")
+# The pair's faults: its primary cut off its replica, the primary paused, the workers' faults, and
+# last the failover (kill -9 of the primary, the replica promoted), after which it is one server.
+PAIR_FAULTS = ("partition", "node_pause", "worker_pause", "worker_kill_group_commit", "failover")
 DATABASE = "outbox"
+APP_USER = "app"
 
 
 @dataclass
@@ -66,6 +70,11 @@ class Config:
     seed: int = 1
     flush_log_at_trx_commit: int = 1
     phases: tuple[str, ...] = (*FAULTS, "mixed")
+    pair: bool = False  # a semi-synchronous primary/replica pair instead of the Galera cluster
+    # The chance that a finalize of the armed worker kills it: low, so it dies in a group commit at a
+    # random moment; the short run's few sends raise it.
+    failpoint_odds: float = 0.05
+    settle: float = 3.0  # seconds of enqueues before a phase's faults and after them
     drain_timeout: float = 240.0
 
 
@@ -96,7 +105,10 @@ class FaultRun:
         self.config = config
         self.base = base
         self.rng = random.Random(config.seed)
-        self.cluster = NetnsGalera(base / "cluster", flush_log_at_trx_commit=config.flush_log_at_trx_commit)
+        topology = NetnsSemiSyncPair if config.pair else NetnsGalera
+        self.cluster = topology(base / "cluster", flush_log_at_trx_commit=config.flush_log_at_trx_commit)
+        # The node that takes writes: on the pair, the primary until the failover promotes node 2.
+        self.writer = 0
         self.endpoint = SesEndpoint()
         self.ledger = Ledger()
         self.workers: list[WorkerProcess] = []
@@ -109,9 +121,9 @@ class FaultRun:
         self.phases: list[Phase] = []
 
     # --- set-up ---------------------------------------------------------------------------------
-    def dsn(self, order: list[int]) -> DatabaseDsn:
+    def dsn(self, order: list[int], user: str = APP_USER) -> DatabaseDsn:
         ips = [self.cluster.nodes[i].ip for i in order]
-        return DatabaseDsn("root", "", ips[0], PORT, DATABASE, alternates=tuple((ip, PORT) for ip in ips[1:]))
+        return DatabaseDsn(user, "", ips[0], PORT, DATABASE, alternates=tuple((ip, PORT) for ip in ips[1:]))
 
     def setup(self) -> None:
         self.cluster.start()
@@ -121,9 +133,12 @@ class FaultRun:
         cur.execute(
             f"CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
         )
+        # The application's account: no global privilege, so a read-only replica refuses its writes
+        # (root's READ ONLY ADMIN would write on the replica before its promotion).
+        cur.execute(f"CREATE USER IF NOT EXISTS '{APP_USER}'@'{SUBNET}.%' IDENTIFIED BY ''")
+        cur.execute(f"GRANT ALL PRIVILEGES ON {DATABASE}.* TO '{APP_USER}'@'{SUBNET}.%'")
         conn.close()
-        dsn = self.dsn([0, 1, 2])
-        migrate_for_local_use(dsn)
+        migrate_for_local_use(self.dsn(list(range(len(self.cluster.nodes))), user="root"))
         conn = self.connect(0)
         conn.cursor().execute(
             "CREATE TABLE fault_orders (id BIGINT AUTO_INCREMENT PRIMARY KEY,"
@@ -141,7 +156,7 @@ class FaultRun:
     def connect(self, index: int, autocommit: bool = True) -> Any:
         node = self.cluster.nodes[index]
         return mysql.connector.connect(
-            host=node.ip, port=PORT, user="root", database=DATABASE, autocommit=autocommit,
+            host=node.ip, port=PORT, user=APP_USER, database=DATABASE, autocommit=autocommit,
             connection_timeout=3, read_timeout=5, write_timeout=5,
         )  # fmt: skip
 
@@ -193,7 +208,8 @@ class FaultRun:
             for _ in range(600):
                 stage = "begin"
                 try:
-                    conn = conn or self.connect(index, autocommit=False)
+                    # On the pair every service writes on the primary, wherever it runs.
+                    conn = conn or self.connect(self.writer if self.config.pair else index, autocommit=False)
                     cur = conn.cursor()
                     conn.start_transaction()
                     cur.execute("INSERT INTO fault_orders (notification_id) VALUES (%s)", (nid,))
@@ -246,8 +262,13 @@ class FaultRun:
                 c.heal()
                 c.wait_synced()
                 note(f"healed node{index}")
+        elif kind == "failover":
+            assert isinstance(c, NetnsSemiSyncPair)
+            c.failover()
+            self.writer = 1
+            note("primary killed -9, replica promoted")
         elif kind == "node_pause":
-            index = self.rng.choice([1, 2, 3])
+            index = 1 if self.config.pair else self.rng.choice([1, 2, 3])
             c.pause(index)
             note(f"node{index} SIGSTOP for {lease + 2}s")
             time.sleep(lease + 2)
@@ -268,7 +289,7 @@ class FaultRun:
                 old = self.workers[slot]
                 self.expected_deaths.add(old.name)
                 old.terminate(timeout=120)
-                armed = self.spawn(slot, failpoint="during_finalize=0.05")
+                armed = self.spawn(slot, failpoint=f"during_finalize={self.config.failpoint_odds}")
                 self.expected_deaths.add(armed.name)
                 self.workers[slot] = armed
             deadline = time.monotonic() + 60
@@ -287,7 +308,7 @@ class FaultRun:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
-                conn = self.connect(self.rng.randrange(3))
+                conn = self.connect(self.writer)
                 cur = conn.cursor()
                 cur.execute(
                     "SELECT DISTINCT claimed_by FROM email_delivery_attempts WHERE status = 'Processing'"
@@ -338,16 +359,21 @@ class FaultRun:
         ]
         for t in threads:
             t.start()
-        kinds = list(FAULTS) if name == "mixed" else [name]
-        if name == "mixed":
+        kinds = [name]
+        if name == "mixed" and self.config.pair:
+            kinds = list(PAIR_FAULTS[:-1])
             self.rng.shuffle(kinds)
-        time.sleep(2.0)
+            kinds.append("failover")
+        elif name == "mixed":
+            kinds = list(FAULTS)
+            self.rng.shuffle(kinds)
+        time.sleep(self.config.settle)
         phase.fault_from = time.time()
         for kind in kinds:
             self.inject(kind, phase)
             print(f"  {name}: {phase.events[-1] if phase.events else kind}", flush=True)
         # A few seconds more of enqueues after the faults, so the stall covers the recovery too.
-        time.sleep(3)
+        time.sleep(self.config.settle)
         phase.fault_to = time.time()
         faults_over.set()
         for t in threads:
@@ -363,7 +389,7 @@ class FaultRun:
         deadline = time.monotonic() + self.config.drain_timeout
         while time.monotonic() < deadline:
             with contextlib.suppress(Exception):
-                conn = self.connect(0)
+                conn = self.connect(self.writer)
                 cur = conn.cursor()
                 cur.execute(
                     "SELECT COUNT(*) FROM email_delivery_attempts"
@@ -404,9 +430,10 @@ class FaultRun:
                 self.ledger.committed.add(nid)
 
     def check(self) -> dict[str, Any]:
-        conn = self.connect(0)
+        conn = self.connect(self.writer)
         cur = conn.cursor()
-        cur.execute("SET SESSION wsrep_sync_wait = 1")
+        if not self.config.pair:
+            cur.execute("SET SESSION wsrep_sync_wait = 1")
         self.resolve_in_doubt(cur)
         cur.execute("SELECT notification_id, CAST(status AS CHAR) FROM email_delivery_attempts")
         status_of = {str(n): str(s) for n, s in cur.fetchall()}
@@ -521,7 +548,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease", type=int, default=20)
     parser.add_argument("--rate", type=float, default=30.0, help="enqueues per second, all nodes together")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--phases", default=",".join((*FAULTS, "mixed")))
+    parser.add_argument("--phases", default=None, help="default: every fault of the topology, then mixed")
+    parser.add_argument(
+        "--pair", action="store_true", help="a semi-synchronous primary/replica pair instead of Galera"
+    )
     parser.add_argument("--flush-log-at-trx-commit", type=int, choices=[0, 1, 2], default=1)
     parser.add_argument("--short", action="store_true", help="the run of `make test`: a few hundred emails")
     parser.add_argument("--out", default="bench/out")
@@ -530,17 +560,20 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"cannot run: {missing}", file=sys.stderr)
         return 2
-    phases = tuple(p for p in args.phases.split(",") if p)
-    unknown = set(phases) - {*FAULTS, "mixed"}
+    faults = PAIR_FAULTS if args.pair else FAULTS
+    phases = tuple(p for p in (args.phases or ",".join((*faults, "mixed"))).split(",") if p)
+    if args.short and args.phases is None:
+        phases = faults  # each fault once; the mixed phase only in the full run
+    unknown = set(phases) - {*faults, "mixed"}
     if unknown:
         parser.error(f"unknown phases: {', '.join(sorted(unknown))}")
     config = Config(
         emails=args.emails, workers=args.workers, rate=args.rate, lease=args.lease, seed=args.seed,
-        flush_log_at_trx_commit=args.flush_log_at_trx_commit, phases=phases,
+        flush_log_at_trx_commit=args.flush_log_at_trx_commit, phases=phases, pair=args.pair,
     )  # fmt: skip
     if args.short:
         config.emails, config.workers, config.lease, config.rate = min(config.emails, 30), 2, 6, 6.0
-        config.drain_timeout = 90.0
+        config.drain_timeout, config.failpoint_odds, config.settle = 90.0, 0.3, 1.5
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix=f"faults-{config.seed}-", dir=out)).resolve()

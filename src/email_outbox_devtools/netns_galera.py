@@ -1,6 +1,7 @@
-"""A 3-node MariaDB Galera cluster whose nodes each live in a network namespace of their own, so that a
-fault run (bench/faults.py) can cut a node off its peers and heal it, pause a node, or kill every node
-and bring the cluster back as docs/operations.md says.
+"""A 3-node MariaDB Galera cluster, or a semi-synchronous primary/replica pair, whose servers each live
+in a network namespace of their own, so that a fault run (bench/faults.py) can cut a node off its
+peers and heal it, pause a node, kill every node and bring the cluster back as docs/operations.md
+says, or fail the pair over.
 
 The namespaces hang off one bridge in the host's namespace with private addresses (10.39.0.0/24): the
 host (workers, enqueuers, the checker) reaches every node; a partition is a blackhole route between
@@ -11,6 +12,7 @@ iproute2 (`ip netns`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -169,6 +171,16 @@ class NetnsGalera:
         ]
 
     def start(self) -> None:
+        self._prepare()
+        for node in self.nodes:
+            node.server.extra_args = self._args(node, bootstrap=node.index == 1)
+            node.server.start(timeout=180)
+            self.wait_synced(count=node.index)
+        # A later restart of the first node joins its peers instead of founding a second cluster.
+        self.nodes[0].server.extra_args = self._args(self.nodes[0], bootstrap=False)
+
+    def _prepare(self) -> None:
+        """The namespaces, the bridge, and a stopped server for each node."""
         self.make_network()
         self.base.mkdir(parents=True, exist_ok=True)
         (self.base / "bridge-root.sql").write_text(
@@ -185,12 +197,6 @@ class NetnsGalera:
                 launcher=["ip", "netns", "exec", ns],
             )
             self.nodes.append(NetNode(i, server, []))
-        for node in self.nodes:
-            node.server.extra_args = self._args(node, bootstrap=node.index == 1)
-            node.server.start(timeout=180)
-            self.wait_synced(count=node.index)
-        # A later restart of the first node joins its peers instead of founding a second cluster.
-        self.nodes[0].server.extra_args = self._args(self.nodes[0], bootstrap=False)
 
     def wait_synced(self, count: int | None = None, timeout: float = 180) -> None:
         want = count or self.size
@@ -273,3 +279,100 @@ class NetnsGalera:
         for node in reversed(self.nodes):
             node.server.stop()
         self.remove_network()
+
+
+@dataclass
+class NetnsSemiSyncPair(NetnsGalera):
+    """A MariaDB primary (node 1) and its semi-synchronous replica (node 2), in the same namespaces:
+    binary log ROW with sync_binlog=1, `rpl_semi_sync_master_wait_point=AFTER_SYNC` and a 60 s
+    semi-sync timeout (docs/operations.md, Failover), the replica read-only until `failover`
+    promotes it."""
+
+    size: int = 2
+
+    def _args(self, node: NetNode, bootstrap: bool) -> list[str]:
+        args = [
+            f"--server-id={node.index}",
+            "--log-bin=binlog",
+            "--binlog-format=ROW",
+            "--sync-binlog=1",
+            "--log-slave-updates=ON",
+            "--transaction-isolation=READ-COMMITTED",
+            f"--innodb-flush-log-at-trx-commit={self.flush_log_at_trx_commit}",
+            f"--init-file={self.base / 'bridge-root.sql'}",
+        ]
+        if node.index == 1:
+            return [
+                *args,
+                "--rpl-semi-sync-master-enabled=ON",
+                "--rpl-semi-sync-master-wait-point=AFTER_SYNC",
+                "--rpl-semi-sync-master-timeout=60000",
+            ]
+        return [*args, "--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"]
+
+    def start(self) -> None:
+        self._prepare()
+        for node in self.nodes:
+            node.server.extra_args = self._args(node, bootstrap=False)
+            node.server.start(timeout=180)
+        primary = self.nodes[0]
+        self._admin(
+            2,
+            f"CHANGE MASTER TO MASTER_HOST='{primary.ip}', MASTER_PORT={PORT}, MASTER_USER='root',"
+            " MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos",
+            "START SLAVE",
+        )
+        self.wait_synced()
+
+    def wait_synced(self, count: int | None = None, timeout: float = 180) -> None:
+        """Until the primary's commits wait for the replica again (semi-sync ON), or the primary is
+        gone (after a failover)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            primary = self.nodes[0]
+            if not primary.alive() and len(self.nodes) >= 2:
+                return
+            with contextlib.suppress(Exception):
+                rows = self._admin(1, "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_status'")
+                if rows and str(rows[0][1]).upper() == "ON":
+                    return
+            time.sleep(0.3)
+        raise RuntimeError(f"the replica did not acknowledge the primary in {timeout}s")
+
+    def failover(self) -> None:
+        """kill -9 of the primary, then the replica promoted once it has applied all it received
+        (semi-sync AFTER_SYNC: every commit a client saw is among them)."""
+        self.nodes[0].server.kill()
+        self._admin(2, "STOP SLAVE IO_THREAD")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            conn = mysql.connector.connect(host=self.nodes[1].ip, port=PORT, user="root")
+            try:
+                cur: Any = conn.cursor(dictionary=True)
+                cur.execute("SHOW SLAVE STATUS")
+                status = cur.fetchone() or {}
+            finally:
+                conn.close()
+            if (status.get("Relay_Master_Log_File"), status.get("Exec_Master_Log_Pos")) == (
+                status.get("Master_Log_File"),
+                status.get("Read_Master_Log_Pos"),
+            ):
+                break
+            time.sleep(0.1)
+        self._admin(2, "STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = 0")
+
+    def recover(self) -> dict[str, int]:
+        raise NotImplementedError("a pair is failed over (failover), not bootstrapped")
+
+    def _admin(self, index: int, *statements: str) -> list[Any]:
+        node = self.nodes[index - 1]
+        conn = mysql.connector.connect(host=node.ip, port=PORT, user="root", autocommit=True)
+        try:
+            cur: Any = conn.cursor()
+            rows: list[Any] = []
+            for statement in statements:
+                cur.execute(statement)
+                rows = cur.fetchall() if cur.with_rows else []
+            return rows
+        finally:
+            conn.close()

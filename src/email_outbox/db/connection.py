@@ -114,6 +114,9 @@ def connect(
     the server's answer (and each write to it): a paused or cut-off node then costs that long, and
     the call fails as a lost connection, instead of hanging for as long as TCP keeps the socket."""
     last: OutboxError | None = None
+    # With several hosts, a read-only one (a replica not yet promoted) is kept only in case no host
+    # takes writes: a DSN listing a primary and its replica follows a failover once it is promoted.
+    read_only: tuple[Connection, str, int] | None = None
     timeouts: dict[str, int] = {"connection_timeout": math.ceil(max(1, connect_timeout))}
     if read_timeout is not None:
         timeouts["read_timeout"] = timeouts["write_timeout"] = math.ceil(max(1, read_timeout))
@@ -130,22 +133,46 @@ def connect(
             continue
         try:
             unsynced = _galera_not_synced(conn)
+            writable = unsynced is not None or not dsn.alternates or not _read_only(conn)
         except DRIVER_ERRORS as exc:  # the node stopped answering between the handshake and the check
             conn.close()
             last = translate_error(exc)
             SUSPECTS.mark(host, port)
             continue
+        if unsynced is None and writable:
+            if read_only is not None:
+                read_only[0].close()
+            return _chosen(conn, dsn, host, port)
         if unsynced is None:
-            if (host, port) != (dsn.host, dsn.port):
-                log.warning(
-                    "connected to a later database host of the DSN", extra={"db_host": f"{host}:{port}"}
-                )
-            return conn
+            if read_only is None:
+                read_only = (conn, host, port)
+            else:
+                conn.close()
+            continue
         conn.close()
         SUSPECTS.mark(host, port)
         last = DatabaseUnavailable(f"{host}:{port} is a Galera node that is not synced ({unsynced})")
+    if read_only is not None:
+        conn, host, port = read_only
+        return _chosen(conn, dsn, host, port)
     assert last is not None
     raise last
+
+
+def _chosen(conn: Connection, dsn: DatabaseDsn, host: str, port: int) -> Connection:
+    if (host, port) != (dsn.host, dsn.port):
+        log.warning("connected to a later database host of the DSN", extra={"db_host": f"{host}:{port}"})
+    return conn
+
+
+def _read_only(conn: Connection) -> bool:
+    cursor = conn.cursor()
+    try:
+        cursor.execute("SELECT @@global.read_only")
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return bool(row and int(str(next(iter(row)))))
 
 
 def first_ready(dsn: DatabaseDsn) -> DatabaseDsn:

@@ -5,7 +5,8 @@ The policy (docs/design.md section 8):
   (TransientDatabaseError): the call was rolled back; retried up to `transient_attempts` times; a node
   not ready (1047: outside the Primary Component, or joining) is left for another host of the DSN;
 - a lost connection (DatabaseUnavailable: also a node that stopped answering within the read timeout,
-  or one that left the Primary Component under a COMMIT, 1180) or a procedure missing for a moment (SchemaNotInstalled:
+  or one that left the Primary Component under a COMMIT, 1180; a write a read-only replica refused,
+  which changed nothing) or a procedure missing for a moment (SchemaNotInstalled:
   MySQL 8 redeploys a procedure as DROP + CREATE): reconnect and retry until the call's deadline,
   the end of the lease for a call about a claimed row; a call without a deadline (the claim) raises
   at once and its caller backs off;
@@ -31,6 +32,7 @@ from email_outbox.errors import (
     DatabaseUnavailable,
     InvalidInput,
     OutboxError,
+    ReadOnlyServer,
     SchemaNotInstalled,
     TransientDatabaseError,
 )
@@ -159,6 +161,14 @@ class DatabaseCalls:
                     TRANSIENT_RETRY_MESSAGE,
                     extra={"call": what, "error_code": exc.errno, "attempt": transient, "error": str(exc)},
                 )
+            except ReadOnlyServer as exc:
+                # A replica not yet promoted, met through a DSN that lists it: refused before any
+                # change, so nothing may have committed. Another host, as for a lost connection.
+                self._stats.add("db_errors", "read_only")
+                self.drop(host_failed=True)
+                if deadline is None or time.monotonic() + pause > deadline or self._give_up():
+                    raise DatabaseUnavailable(str(exc)) from exc
+                log.warning(LOST_CONNECTION_RETRY_MESSAGE, extra={"call": what, "error": str(exc)})
             except (DatabaseUnavailable, SchemaNotInstalled) as exc:
                 lost = isinstance(exc, DatabaseUnavailable)
                 self._stats.add("db_errors", "unavailable" if lost else "procedure_missing")
