@@ -53,11 +53,13 @@ cluster-soak: system-deps $(STAMP) ## a 3-node Galera soak with node kills
 	EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS=3000 $(BIN)/pytest -s -q tests/cluster/test_cluster_soak.py
 
 # The fault runs on a 3-node Galera cluster in network namespaces (docs/reliability.md, "Faults on a
-# Galera cluster"): each fault and a mixed run at the documented settings, then the all-node kill at
+# Galera cluster"): each fault and a mixed run at the documented settings, the same on a semi-sync
+# primary/replica pair, then the Galera all-node kill at
 # innodb_flush_log_at_trx_commit=0 (the risky row: its losses are the measurement, so its exit code is
 # ignored). Needs root.
-faults: system-deps $(STAMP) ## the Galera fault runs (network namespaces; root)
+faults: system-deps $(STAMP) ## the Galera and semi-sync pair fault runs (network namespaces; root)
 	$(BIN)/python bench/faults.py --seed 39
+	$(BIN)/python bench/faults.py --seed 39 --pair
 	-$(BIN)/python bench/faults.py --seed 39 --phases kill_all_nodes --flush-log-at-trx-commit 0
 
 # The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).

@@ -13,6 +13,10 @@ mixed phase, in one cluster:
 - worker_pause:    SIGSTOP of a worker with sends in flight, past its lease, then SIGCONT;
 - worker_kill_group_commit: a worker killed (SIGKILL) while its group commit of finalizes is on the wire.
 
+With --pair, a semi-synchronous primary/replica pair instead (PAIR_FAULTS): the primary cut off its
+replica, the primary paused past the lease, the worker faults, and last the failover (kill -9 of the
+primary, the replica promoted); the workers' DSNs list both servers.
+
 Then the checker over the whole history: every committed enqueue is in the table (none lost); no
 notification accepted twice by the endpoint; no UnknownOutcome row accepted again; every Sent row's
 send in the endpoint's record; no worker exited on its own, every worker stopped on SIGTERM. Per phase
@@ -21,6 +25,7 @@ retried (1213 in the workers' logs). Exits 1 when an invariant fails.
 
     .venv/bin/python bench/faults.py --short            # the run `make test` does (tests/cluster)
     .venv/bin/python bench/faults.py                    # the full run (`make faults`)
+    .venv/bin/python bench/faults.py --pair             # the same on a semi-synchronous pair
     .venv/bin/python bench/faults.py --phases kill_all_nodes --flush-log-at-trx-commit 0   # the risky row
 
 Needs root (network namespaces), iproute2, galera-4, mariadb-backup and socat (make system-deps).

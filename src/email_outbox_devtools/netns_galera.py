@@ -268,8 +268,21 @@ class NetnsGalera:
         # Without the init file: its statements would wait for a cluster that recovery never joins.
         args = [a for a in node.server.command() if not a.startswith("--init-file=")]
         cmd = [*node.server.launcher, *args, f"--log-error={log}", "--wsrep-recover"]
-        subprocess.run(cmd, capture_output=True, timeout=300, check=False)
-        found = re.findall(r"Recovered position: ([0-9a-f-]+:-?\d+)", log.read_text(errors="replace"))
+        pattern = re.compile(r"Recovered position: ([0-9a-f-]+:-?\d+)")
+        found: list[str] = []
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 300
+            while not found and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                found = pattern.findall(log.read_text(errors="replace")) if log.exists() else []
+        finally:
+            # Once it has logged the position the server has no more to do, but it does not always
+            # exit (seen for minutes under load): what it logged is all that is wanted.
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=60)
+        found = pattern.findall(log.read_text(errors="replace")) if log.exists() else []
         return found[-1] if found else ""
 
     def stop(self) -> None:
