@@ -15,6 +15,7 @@ from email_outbox.models import (
     Erasure,
     RedriveBatch,
     RetentionBatch,
+    RetentionRuns,
     Status,
     StatusCount,
 )
@@ -212,6 +213,11 @@ class OperatorCalls(Calls):
             "email_purge_bodies_after", older_than_days=older_than_days, after_id=after_id, limit=limit
         )[0]
         return int(row["affected"]), int(row["last_id"])
+
+    def retention_last_run(self) -> RetentionRuns:
+        """email_retention_last_run: when retention last finished and last started."""
+        row = self._call("email_retention_last_run")[0]
+        return RetentionRuns(row["last_finished_at"], row["last_started_at"], row["database_now"])
 
     def retention(
         self, older_than_days: int, keep_ids_days: int | None, batch_size: int, actor: str

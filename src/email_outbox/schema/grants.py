@@ -37,9 +37,11 @@ WORKER_PROCEDURES = (
     "email_release_claim",
     "email_finalize_batch",
     "email_finalize_and_start",
-    # The queue-depth gauge of /metrics, and its count of emails failed unsent (expired, cancelled).
+    # The queue-depth gauge of /metrics, its count of emails failed unsent (expired, cancelled), and
+    # when retention last finished (the alert on retention not run).
     "email_outbox_queue_stats",
     "email_unsent_failure_stats",
+    "email_retention_last_run",
     # The start-up check that the default sender is allowed.
     "email_sender_allowed",
     # The provider breaker shared by every replica (docs/design.md, "Provider outages").
@@ -91,6 +93,7 @@ OPERATOR_PROCEDURES = (
     "email_redrive_failed_batch",
     "email_breaker_state",
     "email_unsent_failure_stats",
+    "email_retention_last_run",
     # The send rate and daily quota of `status` and the console.
     "email_send_rate_status",
 )
