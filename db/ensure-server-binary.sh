@@ -98,6 +98,20 @@ ensure_go_and_php() {
       --no-install-recommends golang-go golang-github-go-sql-driver-mysql-dev php-cli php-mysql >/dev/null; } \
     || echo "could not install Go and PHP: their example tests will be skipped" >&2
 }
+# Django's MySQL backend drives mysqlclient, a C extension built by pip (the `test` extra) against the
+# MariaDB client library: its headers and pkg-config must be here before `pip install` of that extra.
+ensure_mysqlclient_build_parts() {
+  [ -e /usr/include/mariadb/mysql.h ] && command -v pkg-config >/dev/null 2>&1 && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no apt-get: install the MariaDB/MySQL client headers and pkg-config for mysqlclient" >&2
+    return 0
+  fi
+  echo "installing libmariadb-dev and pkg-config for mysqlclient (the Django tests)"
+  { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 \
+      $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+      libmariadb-dev pkg-config >/dev/null; } \
+    || echo "could not install libmariadb-dev: pip cannot build mysqlclient" >&2
+}
 # bench/procedure_costs.py counts the server's instructions per procedure call under valgrind's
 # callgrind (its tiny run is in `make test`).
 ensure_valgrind() {
@@ -148,6 +162,9 @@ ensure_database() {
 }
 ensure_database
 if [ "$MODE" = test ]; then
+  # Before the venv's `pip install` of the `test` extra (`make test` runs this first); the demo's
+  # venv installs the package alone.
+  ensure_mysqlclient_build_parts
   ensure_redis
   ensure_rabbitmq
   ensure_chromium
