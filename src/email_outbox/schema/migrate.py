@@ -17,11 +17,7 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
 from email_outbox.procedure_files import migrations_dir
 from email_outbox.schema.migration_lock import MigrationLock, read_your_writes
-<<<<<<< HEAD
-from email_outbox.schema.paths import migrations_dir
 from email_outbox.schema.release import refuse_a_newer_schema
-=======
->>>>>>> main
 from email_outbox.schema.routines import DriftReport, check_drift
 
 
