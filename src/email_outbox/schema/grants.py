@@ -22,7 +22,6 @@ WORKER_PROCEDURES = (
     "email_claim_batch",
     "email_claim_batch_bounded",
     # Deprecated (the old name of email_claim_batch_bounded): granted for this release only.
-    "email_claim_batch_v2",
     "email_reserve_batch",
     "email_start_send",
     "email_claimed_bodies",
@@ -68,7 +67,6 @@ OPERATOR_PROCEDURES = (
     "email_outbox_queue_stats",
     "email_purge_bodies_after",
     # Deprecated (email_purge_bodies_after with after_id 0): granted for this release only.
-    "email_purge_bodies",
     "email_sweep_stale_leases",
     # `email-outbox enqueue`, the ad-hoc send, and `enqueue --json`.
     "email_enqueue",
@@ -118,6 +116,8 @@ OPERATOR_TABLES = (
     "email_delivery_status",
     "email_suppressed_addresses",
     "email_suppressed_addresses_log",
+    # The release that last migrated the database, for `status`.
+    "email_outbox_release",
 )
 
 # A read-only look at the outbox (the web console's read-only page, dashboards): the operator's
