@@ -43,7 +43,9 @@ BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   IF v_own = 1 THEN
     START TRANSACTION;
-    INSERT INTO email_changes_state (id, last_seq) VALUES (1, 0) ON DUPLICATE KEY UPDATE last_seq = last_seq;
+    -- The row is made again if it was lost, after the last position given, never below it.
+    INSERT INTO email_changes_state (id, last_seq) SELECT 1, COALESCE(MAX(seq), 0) FROM email_changes_feed
+      ON DUPLICATE KEY UPDATE last_seq = email_changes_state.last_seq;
     SELECT last_seq INTO v_seq FROM email_changes_state WHERE id = 1;
     SET v_source = 'status';
     WHILE v_source IS NOT NULL DO

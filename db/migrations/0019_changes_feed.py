@@ -43,6 +43,14 @@ def add_indexes(conn: Any) -> None:
         add_index_if_missing(conn, table, f"ix_{table}_feed", "(feed_seq)")
 
 
+def add_state_row(conn: Any) -> None:
+    # Committed here: a step outside a transaction leaves a plain INSERT to the connection's own.
+    cursor = conn.cursor()
+    cursor.execute("INSERT IGNORE INTO email_changes_state (id, last_seq) VALUES (1, 0)")
+    cursor.close()
+    conn.commit()
+
+
 steps = [
     step(add_columns),
     step(add_indexes),
@@ -68,5 +76,5 @@ CREATE TABLE IF NOT EXISTS email_changes_state (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
 """
     ),
-    step("INSERT IGNORE INTO email_changes_state (id, last_seq) VALUES (1, 0)"),
+    step(add_state_row),
 ]
