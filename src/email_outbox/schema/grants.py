@@ -24,7 +24,6 @@ WORKER_PROCEDURES = (
     "email_claim_batch",
     "email_claim_batch_bounded",
     # Deprecated (the old name of email_claim_batch_bounded): granted for this release only.
-    "email_claim_batch_v2",
     "email_reserve_batch",
     "email_start_send",
     "email_claimed_bodies",
@@ -70,7 +69,6 @@ OPERATOR_PROCEDURES = (
     "email_outbox_queue_stats",
     "email_purge_bodies_after",
     # Deprecated (email_purge_bodies_after with after_id 0): granted for this release only.
-    "email_purge_bodies",
     "email_sweep_stale_leases",
     # `email-outbox enqueue`, the ad-hoc send, and `enqueue --json`.
     "email_enqueue",
