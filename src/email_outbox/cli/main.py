@@ -27,6 +27,7 @@ from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, 
 from email_outbox.db.dsn import resolve_dsn_text
 from email_outbox.display import visible
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
+from email_outbox.version import PACKAGE_VERSION
 from email_outbox.worker.config import SETTINGS, flag_help
 
 
@@ -68,6 +69,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="email-outbox", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"email-outbox {PACKAGE_VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("migrate", help="apply schema migrations and install procedures/")

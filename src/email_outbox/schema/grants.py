@@ -120,6 +120,8 @@ OPERATOR_TABLES = (
     "email_delivery_status",
     "email_suppressed_addresses",
     "email_suppressed_addresses_log",
+    # The release that last migrated the database, for `status`.
+    "email_outbox_release",
 )
 
 # A read-only look at the outbox (the web console's read-only page, dashboards): the operator's
