@@ -39,6 +39,8 @@ TABLES = (
     "email_tenant_accounts",
     "email_tenants_log",
     "email_tenant_schedule",
+    "email_changes_feed",
+    "email_changes_state",
 )
 
 
