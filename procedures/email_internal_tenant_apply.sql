@@ -1,7 +1,7 @@
 -- Internal: apply a tenant's settings document (email_tenant_add, email_tenant_set) to tenant p_id,
 -- inside the caller's transaction: only the members given change; JSON null clears a limit. Members:
 -- weight (1 to 1000), max_priority (0 to 9), send_rate (sends per second, above 0, at most 100000),
--- daily_quota (1 or more), max_waiting_rows (1 or more), ses_tenant_name (SES's name rule), accounts
+-- daily_quota (1 or more), max_waiting_rows (0 or more), ses_tenant_name (SES's name rule), accounts
 -- (the database user names that may use it, '*' for every account: replaces the list), default_for
 -- (accounts whose messages naming no tenant go to it: each moves its default here). Refuses an
 -- unknown member (45002) and a bad value (45001) naming it.
@@ -54,8 +54,11 @@ BEGIN
       UPDATE email_tenants SET send_rate = IF(v_type = 'NULL', NULL, CAST(v_value AS DOUBLE)), rate_next_at = NULL
        WHERE id = p_id;
     ELSEIF v_key IN ('daily_quota', 'max_waiting_rows') THEN
-      IF v_type <> 'NULL' AND (v_type NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR CAST(v_value AS SIGNED) < 1) THEN
-        SET v_message = CONCAT(p_where, ': ', v_key, ' must be null or an integer of 1 or more');
+      -- A cap of 0 waiting rows closes a tenant to new mail and lets what it has go out.
+      IF v_type <> 'NULL' AND (v_type NOT IN ('INTEGER', 'UNSIGNED INTEGER')
+                               OR CAST(v_value AS SIGNED) < IF(v_key = 'daily_quota', 1, 0)) THEN
+        SET v_message = CONCAT(p_where, ': ', v_key, ' must be null or an integer of ',
+                               IF(v_key = 'daily_quota', 1, 0), ' or more');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END IF;
       IF v_key = 'daily_quota' THEN

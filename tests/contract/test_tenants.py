@@ -34,7 +34,13 @@ def test_operators_manage_tenants_and_every_change_is_logged(repo: OutboxReposit
     assert repo.tenant_set("news-letter_1", {"send_rate": None, "max_waiting_rows": 50}, "ops", "raise") == 1
     assert repo.tenant_set("nobody", {"weight": 2}, "ops", "x") == 0
     (tenant,) = [t for t in repo.tenants() if t.name == "news-letter_1"]
-    assert (tenant.weight, tenant.max_priority, tenant.send_rate, tenant.daily_quota, tenant.max_waiting_rows) == (
+    assert (
+        tenant.weight,
+        tenant.max_priority,
+        tenant.send_rate,
+        tenant.daily_quota,
+        tenant.max_waiting_rows,
+    ) == (
         3,
         7,
         None,
@@ -48,8 +54,7 @@ def test_operators_manage_tenants_and_every_change_is_logged(repo: OutboxReposit
     assert (resumed.affected, resumed.paused_reason) == (1, "operator")
     assert repo.tenant_remove("news-letter_1", "ops", "gone") == 1
     log = [
-        tuple(r)
-        for r in _rows(repo, "SELECT action, name, actor, reason FROM email_tenants_log ORDER BY id")
+        tuple(r) for r in _rows(repo, "SELECT action, name, actor, reason FROM email_tenants_log ORDER BY id")
     ]
     assert log == [
         ("add", "news-letter_1", "ops", "the newsletter"),
@@ -129,7 +134,9 @@ def test_a_message_names_its_tenant_or_gets_the_account_default_else_the_shared_
     ]
     with pytest.raises(TenantNotAllowed, match="tenant billing is not one this account may use"):
         repo.enqueue_message("not-mine", message(tenant="billing"))
-    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE notification_id = 'not-mine'") == 0
+    assert (
+        scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE notification_id = 'not-mine'") == 0
+    )
     claimed = repo.reserve_batch(token(), "w", 60, 10, 1_000_000)
     assert sorted(r.tenant or "" for r in claimed) == ["alerts", "alerts", "billing", "default", "default"]
 
@@ -147,7 +154,9 @@ def test_an_enqueue_past_the_waiting_cap_is_refused_with_quota_exceeded(repo: Ou
     repo.tenant_add("capped", {"accounts": ["*"], "max_waiting_rows": 2}, "ops", "why")
     for i in range(2):
         repo.enqueue_message(f"ok-{i}", message(tenant="capped"))
-    with pytest.raises(QuotaExceeded, match=r"tenant capped has 2 waiting rows, its cap \(max_waiting_rows 2\)"):
+    with pytest.raises(
+        QuotaExceeded, match=r"tenant capped has 2 waiting rows, its cap \(max_waiting_rows 2\)"
+    ):
         repo.enqueue_message("over", message(tenant="capped"))
     assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts") == 2
     repo.reserve_batch(token(), "w", 60, 1, 1_000_000)

@@ -14,6 +14,7 @@ from typing import Any
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import print_json, table, visible
+from email_outbox.errors import InvalidInput
 
 # A flag that clears a limit: `--send-rate none`.
 NONE = "none"
@@ -86,9 +87,8 @@ def _typed(value: str, kind: type, flag: str) -> Any:
     try:
         return kind(value)
     except ValueError:
-        raise SystemExit(
-            f"--{flag.replace('_', '-')}: not a {kind.__name__} (or {NONE}): {value!r}"
-        ) from None
+        what = "a number" if kind is float else "an integer" if kind is int else "text"
+        raise InvalidInput(f"--{flag.replace('_', '-')} must be {what} or {NONE}: {value!r}") from None
 
 
 def _list(repo: OutboxRepository, *, as_json: bool) -> int:
