@@ -101,6 +101,8 @@ class ClaimedEmail:
     message_options: str | None = None
     attachment_bytes: int = 0
     attachments: tuple[Attachment, ...] | None = None
+    # When it was enqueued (UTC, the database clock): the enqueue-to-send histogram.
+    created_at: datetime | None = None
 
     @property
     def options(self) -> dict[str, Any]:

@@ -1,13 +1,25 @@
 """What ships in deploy/: the Prometheus alerting rules pass `promtool check rules` and their unit tests
-(`promtool test rules`), and the example Prometheus configuration loads them."""
+(`promtool test rules`), the example Prometheus configuration loads them, the Grafana dashboard is
+well formed (tests/system/test_deploy_metrics.py checks its metrics against running processes), and
+the /readyz the units' orchestrators use means "claiming"."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
+
+from email_outbox.metrics_server import MetricsServer
+from email_outbox.worker.metrics import Health
+from email_outbox.worker.stats import WorkerStats
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 PROMETHEUS = DEPLOY / "prometheus"
@@ -58,3 +70,48 @@ def test_example_prometheus_configuration_loads_the_rules() -> None:
     result = promtool("check", "config", "prometheus.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 rule files found" in result.stdout
+
+
+def test_the_dashboard_is_grafana_json_with_a_query_in_every_panel() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "email-outbox.json").read_text())
+    panels = dashboard["panels"]
+    assert len({p["id"] for p in panels}) == len(panels), "panel ids are unique"
+    graphs = [p for p in panels if p["type"] != "row"]
+    assert graphs and all(p["targets"] and all(t["expr"].strip() for t in p["targets"]) for p in graphs)
+    assert all(p["datasource"]["uid"] == "${datasource}" for p in graphs), (
+        "the data source is picked at import"
+    )
+    titles = " ".join(p["title"] for p in panels).lower()
+    for topic in ("queue", "send rate", "enqueue to send", "outcomes", "breaker", "quota", "events"):
+        assert topic in titles, topic
+
+
+def test_readyz_fails_while_the_replica_does_not_claim_and_healthz_does_not() -> None:
+    stats = WorkerStats()
+    stats.last_db_success = stats.last_loop = time.monotonic()
+    stopping = threading.Event()
+    running = Health(stats, stale_after=30, provider_enabled=True, stopping=stopping)
+    assert running.check()[0] and running.ready()[0]
+    disabled = Health(stats, stale_after=30, provider_enabled=False, stopping=stopping)
+    assert disabled.check()[0] and not disabled.ready()[0]
+    stopping.set()
+    assert running.check()[0] and running.ready() == (False, {**running.check()[1], "ok": False})
+    stats.last_db_success = time.monotonic() - 60
+    assert not running.check()[0] and not running.ready()[0]
+
+
+def test_the_metrics_server_answers_readyz_from_its_own_check() -> None:
+    server = MetricsServer(
+        "127.0.0.1", 0, CollectorRegistry(), lambda: (True, {"ok": True}), lambda: (False, {"ok": False})
+    )
+    server.start()
+    try:
+        for path, expected in (("/healthz", 200), ("/readyz", 503)):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as response:
+                    status = response.status
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+            assert status == expected, path
+    finally:
+        server.stop()
