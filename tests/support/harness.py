@@ -34,6 +34,8 @@ TABLES = (
     "email_erasures",
     "email_provider_breaker",
     "email_provider_breaker_log",
+    "email_changes_feed",
+    "email_changes_state",
 )
 
 

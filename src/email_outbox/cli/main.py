@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from email_outbox.cli import actions as actions_cli
+from email_outbox.cli import changes as changes_cli
 from email_outbox.cli import configuration_sets as configuration_sets_cli
 from email_outbox.cli import console as console_cli
 from email_outbox.cli import enqueue as enqueue_cli
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     suppression_cli.register(sub)
     retention_cli.register(sub)
     console_cli.register(sub)
+    changes_cli.register(sub)
     return parser
 
 
