@@ -1,13 +1,16 @@
 """What ships in deploy/: the Prometheus alerting rules pass `promtool check rules` and their unit tests
 (`promtool test rules`), the example Prometheus configuration loads them, the Grafana dashboard is
 well formed (tests/system/test_deploy_metrics.py checks its metrics against running processes), and
-the /readyz the units' orchestrators use means "claiming"."""
+the /readyz the units' orchestrators use means "claiming", and the systemd units pass `systemd-analyze
+verify` and run commands email-outbox accepts."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -115,3 +118,75 @@ def test_the_metrics_server_answers_readyz_from_its_own_check() -> None:
             assert status == expected, path
     finally:
         server.stop()
+
+
+# --- systemd units ----------------------------------------------------------------------------------
+SYSTEMD = DEPLOY / "systemd"
+INSTALLED = "/opt/email-outbox/bin/email-outbox"
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+
+
+def _unit_copies(target: Path) -> list[Path]:
+    """The units as an install would place them, with ExecStart aimed at this environment's
+    email-outbox (verify checks the command exists) and the worker template as instance 9101."""
+    command = str(Path(sys.executable).parent / "email-outbox")
+    copies = []
+    for unit in sorted(SYSTEMD.iterdir()):
+        copy = target / unit.name.replace("@.", "@9101.")
+        copy.write_text(unit.read_text().replace(INSTALLED, command))
+        copies.append(copy)
+    return copies
+
+
+@pytest.mark.skipif(SYSTEMD_ANALYZE is None, reason="no systemd-analyze (Debian's systemd package has it)")
+def test_systemd_units_pass_systemd_analyze_verify_without_a_warning(tmp_path: Path) -> None:
+    assert SYSTEMD_ANALYZE is not None
+    copies = _unit_copies(tmp_path)
+    assert {c.name for c in copies} >= {
+        "email-outbox-worker@9101.service",
+        "email-outbox-workers.target",
+        "email-outbox-events.service",
+        "email-outbox-console.service",
+    }
+    result = subprocess.run(
+        [SYSTEMD_ANALYZE, "verify", "--man=no", *map(str, copies)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    # An unknown key or a bad value is only a warning to systemd: any output fails the test.
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+def _exec_start(unit: str) -> list[str]:
+    (line,) = [line for line in (SYSTEMD / unit).read_text().splitlines() if line.startswith("ExecStart=")]
+    words = shlex.split(line.removeprefix("ExecStart="))
+    assert words[0] == INSTALLED
+    return [w.replace("%i", "9101").replace("%H", "host") for w in words[1:]]
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "email-outbox-worker@.service",
+        "email-outbox-events.service",
+        "email-outbox-console.service",
+        "email-outbox-retention.service",
+    ],
+)
+def test_each_units_command_is_one_email_outbox_accepts(unit: str) -> None:
+    from email_outbox.cli.main import build_parser
+
+    args = build_parser().parse_args(_exec_start(unit))
+    assert args.dsn_file.startswith("${CREDENTIALS_DIRECTORY}/"), "the DSN comes from a credential file"
+    assert getattr(args, "dsn", None) is None
+
+
+def test_the_worker_unit_waits_longer_than_the_workers_shutdown_grace() -> None:
+    from email_outbox.worker.config import WorkerConfig
+
+    text = (SYSTEMD / "email-outbox-worker@.service").read_text()
+    (stop,) = [int(line.split("=")[1]) for line in text.splitlines() if line.startswith("TimeoutStopSec=")]
+    assert stop > WorkerConfig.__dataclass_fields__["shutdown_grace_seconds"].default
+    assert "--metrics-port %i" in text, "the instance names the replica's metrics port"
