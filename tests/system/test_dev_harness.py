@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import IO
@@ -22,6 +23,7 @@ import pytest
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
+from email_outbox_devtools.ses_endpoint import SesEndpoint
 from tests.support.servers import template_datadir
 from tests.support.ses_clients import ses_client
 
@@ -112,3 +114,18 @@ def test_make_dev_prints_a_working_dsn_and_endpoint_and_stops_cleanly_on_ctrl_c(
             proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_without_a_control_port_a_refused_outage_is_refused_and_a_503_one_is_not() -> None:
+    """A refused outage closes the endpoint's own port, so only a control port could end it."""
+    with SesEndpoint() as endpoint:
+        request = urllib.request.Request(
+            endpoint.url + "/_control/outage", data=json.dumps({"kind": "refused"}).encode(), method="PUT"
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 409
+        assert _put(endpoint.url + "/_control/outage", {"kind": "503"}) == {"kind": "503"}
+        assert endpoint.outage_kind == "503"
+        assert _put(endpoint.url + "/_control/outage", {"kind": None}) == {"kind": None}
+        assert not _refused(endpoint.url)
