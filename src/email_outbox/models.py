@@ -104,6 +104,8 @@ class ClaimedEmail:
     # The row's tenant, and SES's tenant name its send carries (TenantName), if the tenant has one.
     tenant: str | None = None
     ses_tenant_name: str | None = None
+    # When it was enqueued (UTC, the database clock): the enqueue-to-send histogram.
+    created_at: datetime | None = None
 
     @property
     def options(self) -> dict[str, Any]:

@@ -60,6 +60,7 @@ def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None
         attachment_bytes=int(row.get("attachment_bytes") or 0),
         tenant=row.get("tenant"),
         ses_tenant_name=row.get("ses_tenant_name"),
+        created_at=row.get("created_at"),
     )
 
 
