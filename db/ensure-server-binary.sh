@@ -100,7 +100,7 @@ ensure_go_and_php() {
     || echo "could not install Go and PHP: their example tests will be skipped" >&2
 }
 # Django's MySQL backend drives mysqlclient, a C extension built by pip (the `test` extra) against the
-# MariaDB client library: its headers and pkg-config must be here before `pip install` (in demo mode too).
+# MariaDB client library: its headers and pkg-config must be here before `pip install` of that extra.
 ensure_mysqlclient_build_parts() {
   [ -e /usr/include/mariadb/mysql.h ] && command -v pkg-config >/dev/null 2>&1 && return 0
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -126,18 +126,23 @@ ensure_valgrind() {
       --no-install-recommends valgrind >/dev/null; } \
     || echo "could not install valgrind: bench/procedure_costs.py gives server CPU only" >&2
 }
-# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/ (the
-# alerting rules' unit tests). The Prometheus service the package may start is left alone.
-ensure_promtool() {
-  command -v promtool >/dev/null 2>&1 && return 0
+# apt-get install PACKAGES for WHAT, or say that WHAT is skipped without them.
+apt_install_for() {
+  local what="$1"
+  shift
   if ! command -v apt-get >/dev/null 2>&1; then
-    echo "no promtool and no apt-get: the alerting rules' tests will be skipped" >&2
+    echo "no apt-get to install $*: $what will be skipped" >&2
     return 0
   fi
-  echo "installing prometheus (for promtool) from Debian's packages for the alerting rules' tests"
-  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get \
-      -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends prometheus >/dev/null; } \
-    || echo "could not install prometheus: the alerting rules' tests will be skipped" >&2
+  echo "installing $* from Debian's packages for $what"
+  { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 \
+      $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null; } \
+    || echo "could not install $*: $what will be skipped" >&2
+}
+# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/. The
+# Prometheus service the package may start is left alone.
+ensure_promtool() {
+  command -v promtool >/dev/null 2>&1 || apt_install_for "the alerting rules' tests" prometheus
 }
 # bench/faults.py puts each Galera node in a network namespace of its own (ip netns) to cut links.
 ensure_iproute2() {
@@ -170,9 +175,10 @@ ensure_database() {
   have_server && have_client
 }
 ensure_database
-# Both modes: the venv every target builds installs the `test` extra, mysqlclient with it.
-ensure_mysqlclient_build_parts
 if [ "$MODE" = test ]; then
+  # Before the venv's `pip install` of the `test` extra (`make test` runs this first); the demo's
+  # venv installs the package alone.
+  ensure_mysqlclient_build_parts
   ensure_redis
   ensure_rabbitmq
   ensure_chromium

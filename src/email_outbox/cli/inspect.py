@@ -18,10 +18,11 @@ from email_outbox.cli.common import (
     parse_since,
 )
 from email_outbox.display import age, print_json, short, table, visible, when
-from email_outbox.errors import InvalidInput
+from email_outbox.errors import AccessDenied, InvalidInput
 from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
 from email_outbox.operator_text import parse_duration
 from email_outbox.ses import PROVIDER
+from email_outbox.version import SchemaRelease
 
 
 def _parse_status(text: str) -> Status:
@@ -42,6 +43,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
         durability = repo.durability_risks()
+        try:
+            schema: SchemaRelease | None = SchemaRelease(repo.schema_release())
+        except AccessDenied:  # an operator account granted before 0.2.0: `grant operator` again
+            schema = None
     suppressed = unsent["Suppressed"]
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
@@ -60,6 +65,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "send_rate": asdict(send_rate) if send_rate else None,
                 "failed_unsent_24h": unsent,
                 "durability_risks": [asdict(r) for r in durability],
+                "schema": {
+                    "database": schema.database if schema else None,
+                    "package": schema.package if schema else None,
+                    "state": schema.state if schema else "unknown",
+                },
             }
         )
         return EXIT_OK
@@ -93,6 +103,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(
             "durability:              no setting known to lose commits (docs/operations.md, Durability settings)"
         )
+    print(
+        "schema release:          "
+        + (schema.describe() if schema else "not readable: run `email-outbox grant operator` again")
+    )
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
@@ -132,7 +146,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise InvalidInput("--limit must be 1 to 100000")
     with open_repository(args) as repo:
         since = parse_since(args.since, repo.database_time()) if args.since else None
-        rows = repo.list_rows(status, since=since, limit=args.limit, priority=args.priority)
+        rows = repo.list_rows(
+            status, since=since, limit=args.limit, priority=args.priority, tenant=args.tenant
+        )
     if args.json:
         print_json([asdict(r) for r in rows])
     elif rows:
@@ -142,6 +158,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                     "id",
                     "notification_id",
                     "to",
+                    "tenant",
                     "prio",
                     "attempts",
                     "last_error",
@@ -154,6 +171,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                         r.id,
                         short(r.notification_id, 40),
                         short(r.to_address, 40),
+                        short(r.tenant, 24),
                         r.priority,
                         f"{r.attempt_count}/{r.max_attempts}",
                         short(
@@ -284,6 +302,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--since", help="entered that status since: ISO time (UTC) or a duration back (e.g. 2h)")
     p.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     p.add_argument("--priority", type=int, choices=range(10), metavar="0-9", help="only this priority")
+    p.add_argument("--tenant", help="only this tenant's rows")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from email_outbox.db.calls import Calls, status_or_none
-from email_outbox.errors import InvalidInput, NotFound
+from email_outbox.errors import InvalidInput, NotFound, SchemaNotInstalled
 from email_outbox.models import (
     DeliveryEvent,
     DeliveryRow,
@@ -19,12 +19,22 @@ _ROW_COLUMNS = (
     "id, notification_id, to_address, from_address, subject, status, attempt_count, max_attempts,"
     " next_attempt_at, claim_token, claimed_by, claimed_at, lease_expires_at, last_attempt_at,"
     " last_error_code, last_error_message, provider_message_id, sent_at, created_at, updated_at,"
-    " message_options, attachment_bytes, priority, expires_at"
+    " message_options, attachment_bytes, priority, expires_at,"
+    " (SELECT t.name FROM email_tenants t WHERE t.id = email_delivery_attempts.tenant_id) AS tenant"
 )
 
 
 class OperatorReads(Calls):
     # --- read-only views for operators ------------------------------------------------------------
+    def schema_release(self) -> str | None:
+        """The version of the release that last migrated the database (email_outbox_release); None
+        when it was migrated before 0.2.0 recorded one."""
+        try:
+            rows = self._select("SELECT contract_version FROM email_outbox_release WHERE id = 1")
+        except SchemaNotInstalled:
+            return None
+        return str(rows[0]["contract_version"]) if rows else None
+
     def get_row(self, attempt_id: int) -> DeliveryRow:
         rows = self._select(
             f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE id = %s", (attempt_id,)
@@ -68,14 +78,19 @@ class OperatorReads(Calls):
         older_than_seconds: float | None = None,
         limit: int = 50,
         priority: int | None = None,
+        tenant: str | None = None,
     ) -> list[DeliveryRow]:
         """Rows in `status`, oldest first; `since`/`older_than_seconds` filter on when the row entered
-        its current state (updated_at), measured on the database clock; `priority` on the priority."""
+        its current state (updated_at), measured on the database clock; `priority` on the priority,
+        `tenant` on the tenant's name."""
         sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE status = %s"
         args: list[Any] = [status.value]
         if priority is not None:
             sql += " AND priority = %s"
             args.append(priority)
+        if tenant is not None:
+            sql += " AND tenant_id = (SELECT id FROM email_tenants WHERE name = %s)"
+            args.append(tenant)
         if since is not None:
             sql += " AND updated_at >= %s"
             args.append(since)
@@ -148,4 +163,5 @@ def _delivery_row(r: dict[str, Any]) -> DeliveryRow:
         attachment_bytes=int(r.get("attachment_bytes") or 0),
         priority=int(r.get("priority", 5)),
         expires_at=r.get("expires_at"),
+        tenant=r.get("tenant"),
     )

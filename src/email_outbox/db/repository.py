@@ -26,6 +26,7 @@ from email_outbox.db.operator_calls import OperatorCalls
 from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.reads import OperatorReads
 from email_outbox.db.send_rate_calls import SendRateCalls
+from email_outbox.db.tenant_calls import TenantCalls
 from email_outbox.models import (
     Attachment,
     Candidate,
@@ -58,10 +59,13 @@ def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None
         bodies_loaded=max_inline_body_bytes is None or body_bytes <= max_inline_body_bytes,
         message_options=row.get("message_options"),
         attachment_bytes=int(row.get("attachment_bytes") or 0),
+        tenant=row.get("tenant"),
+        ses_tenant_name=row.get("ses_tenant_name"),
+        created_at=row.get("created_at"),
     )
 
 
-class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRateCalls):
+class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRateCalls, TenantCalls):
     """The procedure contract over one connection. Not thread-safe: one per thread."""
 
     def __init__(self, connection: Connection) -> None:
