@@ -124,7 +124,7 @@ class Delivery:
             span.finish(
                 decision.outcome.value, decision.message_id, decision.error_code, decision.error_message
             )
-        self._stats.record_send(decision.outcome.value, time.monotonic() - started)
+        self._stats.record_send(decision.outcome.value, time.monotonic() - started, claim.email.created_at)
         action = self._breaker.review(
             claim, decision, action_for(decision, claim.attempt, self._delays, self._rng)
         )
