@@ -75,6 +75,7 @@ class Message:
     send_after: datetime | None = None  # a naive time is taken as UTC
     priority: int | None = None  # 0-9, 9 first; None: 5
     expires_at: datetime | None = None  # a naive time is taken as UTC; None: never
+    tenant: str | None = None  # None: the calling account's default tenant (email-outbox tenants)
     # W3C trace context (traceparent, tracestate); None: the current span's, when OpenTelemetry is installed
     trace_context: Mapping[str, str] | None = None
 
@@ -85,7 +86,8 @@ class Message:
                 doc[key] = list(value)
         for key, scalar in (("from", self.sender), ("subject", self.subject), ("text", self.text),
                             ("html", self.html), ("configuration_set", self.configuration_set),
-                            ("max_attempts", self.max_attempts), ("priority", self.priority)):  # fmt: skip
+                            ("max_attempts", self.max_attempts), ("priority", self.priority),
+                            ("tenant", self.tenant)):  # fmt: skip
             if scalar is not None:
                 doc[key] = scalar
         if self.headers:

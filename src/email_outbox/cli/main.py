@@ -23,6 +23,7 @@ from email_outbox.cli import inspect as inspect_cli
 from email_outbox.cli import retention as retention_cli
 from email_outbox.cli import senders as senders_cli
 from email_outbox.cli import suppression as suppression_cli
+from email_outbox.cli import tenants as tenants_cli
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
 from email_outbox.db.dsn import resolve_dsn_text
 from email_outbox.display import visible
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue_cli.register(sub)
     grant_cli.register(sub)
     senders_cli.register(sub)
+    tenants_cli.register(sub)
     configuration_sets_cli.register(sub)
     events_cli.register(sub)
     suppression_cli.register(sub)
