@@ -42,6 +42,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         unsent = repo.unsent_failures(DAY_SECONDS)
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
+        durability = repo.durability_risks()
         try:
             schema: SchemaRelease | None = SchemaRelease(repo.schema_release())
         except AccessDenied:  # an operator account granted before 0.2.0: `grant operator` again
@@ -63,6 +64,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "provider_breaker": asdict(breaker),
                 "send_rate": asdict(send_rate) if send_rate else None,
                 "failed_unsent_24h": unsent,
+                "durability_risks": [asdict(r) for r in durability],
                 "schema": {
                     "database": schema.database if schema else None,
                     "package": schema.package if schema else None,
@@ -94,6 +96,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"SES account:             {send_rate.describe() if send_rate else 'no send rate row: run migrate'}"
     )
     print("Failed unsent, last 24h: " + ", ".join(f"{code} {n}" for code, n in unsent.items()))
+    if durability:
+        for risk in durability:
+            print(f"durability:              WARNING {visible(risk.describe())}")
+    else:
+        print(
+            "durability:              no setting known to lose commits (docs/operations.md, Durability settings)"
+        )
     print(
         "schema release:          "
         + (schema.describe() if schema else "not readable: run `email-outbox grant operator` again")
