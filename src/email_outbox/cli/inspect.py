@@ -42,6 +42,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         unsent = repo.unsent_failures(DAY_SECONDS)
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
+        durability = repo.durability_risks()
         try:
             schema: SchemaRelease | None = SchemaRelease(repo.schema_release())
         except AccessDenied:  # an operator account granted before 0.2.0: `grant operator` again
@@ -63,6 +64,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "provider_breaker": asdict(breaker),
                 "send_rate": asdict(send_rate) if send_rate else None,
                 "failed_unsent_24h": unsent,
+                "durability_risks": [asdict(r) for r in durability],
                 "schema": {
                     "database": schema.database if schema else None,
                     "package": schema.package if schema else None,
@@ -94,6 +96,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"SES account:             {send_rate.describe() if send_rate else 'no send rate row: run migrate'}"
     )
     print("Failed unsent, last 24h: " + ", ".join(f"{code} {n}" for code, n in unsent.items()))
+    if durability:
+        for risk in durability:
+            print(f"durability:              WARNING {visible(risk.describe())}")
+    else:
+        print(
+            "durability:              no setting known to lose commits (docs/operations.md, Durability settings)"
+        )
     print(
         "schema release:          "
         + (schema.describe() if schema else "not readable: run `email-outbox grant operator` again")
@@ -137,7 +146,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise InvalidInput("--limit must be 1 to 100000")
     with open_repository(args) as repo:
         since = parse_since(args.since, repo.database_time()) if args.since else None
-        rows = repo.list_rows(status, since=since, limit=args.limit, priority=args.priority)
+        rows = repo.list_rows(
+            status, since=since, limit=args.limit, priority=args.priority, tenant=args.tenant
+        )
     if args.json:
         print_json([asdict(r) for r in rows])
     elif rows:
@@ -147,6 +158,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                     "id",
                     "notification_id",
                     "to",
+                    "tenant",
                     "prio",
                     "attempts",
                     "last_error",
@@ -159,6 +171,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                         r.id,
                         short(r.notification_id, 40),
                         short(r.to_address, 40),
+                        short(r.tenant, 24),
                         r.priority,
                         f"{r.attempt_count}/{r.max_attempts}",
                         short(
@@ -289,6 +302,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--since", help="entered that status since: ISO time (UTC) or a duration back (e.g. 2h)")
     p.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     p.add_argument("--priority", type=int, choices=range(10), metavar="0-9", help="only this priority")
+    p.add_argument("--tenant", help="only this tenant's rows")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
