@@ -25,6 +25,7 @@ from email_outbox.db.operator_calls import OperatorCalls
 from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.reads import OperatorReads
 from email_outbox.db.send_rate_calls import SendRateCalls
+from email_outbox.errors import InvalidArgument
 from email_outbox.models import (
     Attachment,
     Candidate,
@@ -318,6 +319,28 @@ class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRat
         return self._affected(
             "email_release_claim", id=attempt_id, claim_token=claim_token, delay_seconds=delay_seconds
         )
+
+    def finalize_item(self, item: FinalizeItem) -> int:
+        """`item` through the single procedure its outcome names (email_finalize_batch's table in
+        docs/procedures.md), for one finalize or start alone: its affected-row count."""
+        if item.outcome == "Sent":
+            return self.finalize_sent(item.id, item.claim_token, item.provider_message_id or "")
+        if item.outcome == "UnknownOutcome":
+            return self.finalize_unknown(item.id, item.claim_token, item.error_message)
+        if item.outcome == "Released":
+            return self.release_claim(item.id, item.claim_token, item.delay_seconds)
+        if item.outcome == "Started":
+            return self.start_send(item.id, item.claim_token)
+        if item.outcome not in ("Failed", "Retrying"):
+            raise InvalidArgument(f"not an outcome: {item.outcome!r}")
+        return self.finalize_failure(
+            item.id,
+            item.claim_token,
+            permanent=item.outcome == "Failed",
+            error_code=item.error_code,
+            error_message=item.error_message,
+            retry_delay_seconds=item.delay_seconds,
+        ).affected
 
     def finalize_batch(self, items: Sequence[FinalizeItem]) -> list[FailureResult]:
         """Several finalizes in one call and one transaction, each fenced by its own claim: one result
