@@ -320,28 +320,6 @@ class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRat
             "email_release_claim", id=attempt_id, claim_token=claim_token, delay_seconds=delay_seconds
         )
 
-    def finalize_item(self, item: FinalizeItem) -> int:
-        """`item` through the single procedure its outcome names (email_finalize_batch's table in
-        docs/procedures.md), for one finalize or start alone: its affected-row count."""
-        if item.outcome == "Sent":
-            return self.finalize_sent(item.id, item.claim_token, item.provider_message_id or "")
-        if item.outcome == "UnknownOutcome":
-            return self.finalize_unknown(item.id, item.claim_token, item.error_message)
-        if item.outcome == "Released":
-            return self.release_claim(item.id, item.claim_token, item.delay_seconds)
-        if item.outcome == "Started":
-            return self.start_send(item.id, item.claim_token)
-        if item.outcome not in ("Failed", "Retrying"):
-            raise InvalidArgument(f"not an outcome: {item.outcome!r}")
-        return self.finalize_failure(
-            item.id,
-            item.claim_token,
-            permanent=item.outcome == "Failed",
-            error_code=item.error_code,
-            error_message=item.error_message,
-            retry_delay_seconds=item.delay_seconds,
-        ).affected
-
     def finalize_batch(self, items: Sequence[FinalizeItem]) -> list[FailureResult]:
         """Several finalizes in one call and one transaction, each fenced by its own claim: one result
         per item, in order (affected 0 where the claim was no longer held)."""
@@ -407,4 +385,35 @@ class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRat
         return str(self._select("SELECT VERSION() AS v")[0]["v"])
 
 
-__all__ = ["DRIVER_ERRORS", "Connection", "OutboxRepository", "connect", "first_ready", "translate_error"]
+def finalize_alone(repo: OutboxRepository, item: FinalizeItem) -> int:
+    """`item` through the single procedure its outcome names (email_finalize_batch's table in
+    docs/procedures.md), for one finalize or start alone: its affected-row count."""
+    if item.outcome == "Sent":
+        return repo.finalize_sent(item.id, item.claim_token, item.provider_message_id or "")
+    if item.outcome == "UnknownOutcome":
+        return repo.finalize_unknown(item.id, item.claim_token, item.error_message)
+    if item.outcome == "Released":
+        return repo.release_claim(item.id, item.claim_token, item.delay_seconds)
+    if item.outcome == "Started":
+        return repo.start_send(item.id, item.claim_token)
+    if item.outcome not in ("Failed", "Retrying"):
+        raise InvalidArgument(f"not an outcome: {item.outcome!r}")
+    return repo.finalize_failure(
+        item.id,
+        item.claim_token,
+        permanent=item.outcome == "Failed",
+        error_code=item.error_code,
+        error_message=item.error_message,
+        retry_delay_seconds=item.delay_seconds,
+    ).affected
+
+
+__all__ = [
+    "DRIVER_ERRORS",
+    "Connection",
+    "OutboxRepository",
+    "connect",
+    "finalize_alone",
+    "first_ready",
+    "translate_error",
+]

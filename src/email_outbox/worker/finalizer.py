@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from email_outbox import failpoints
-from email_outbox.db.repository import OutboxRepository
+from email_outbox.db.repository import OutboxRepository, finalize_alone
 from email_outbox.errors import InvalidInput, OutboxError
 from email_outbox.models import FinalizeItem
 from email_outbox.worker.actions import START, Action, Step, release_unsent
@@ -152,7 +152,7 @@ class Finalizer:
             claim, action = group[0]
             item = _item(claim, action)
             return [
-                self._call(f"finalize_{action.step.value}", lambda r: r.finalize_item(item), claim.deadline)
+                self._call(f"finalize_{action.step.value}", lambda r: finalize_alone(r, item), claim.deadline)
             ]
         if len(group) == 2 and group[0][1].step is not Step.START and group[1][1].step is Step.START:
             return self._land_with_start(group[0], group[1][0])
@@ -203,7 +203,7 @@ class Finalizer:
 
 def _item(claim: Claim, action: Action) -> FinalizeItem:
     """The row's finalize (or start) as one item: for email_finalize_batch, email_finalize_and_start,
-    or alone through its single procedure (OutboxRepository.finalize_item)."""
+    or alone through its single procedure (finalize_alone)."""
     return FinalizeItem(
         id=claim.id,
         claim_token=claim.token,
