@@ -36,9 +36,9 @@ class Landing:
     reconnected: bool = False
 
 
-# How long a finalize may wait for the other rows in the send slots while sends are fast. Measured on 2
-# cores at 0 ms provider latency, 2 x 8: without it finalizes landed 2.4 to a call, and the database
-# spent ~0.8 ms of CPU per email; the rows of one claim end within a few ms of each other.
+# How long a finalize may wait for the other rows in the send slots while sends are fast: the rows of
+# one claim end within a few ms of each other, so their finalizes land as one group, one commit
+# (docs/performance.md, "The worker's timing constants").
 COMPANY_SECONDS = 0.005
 
 # What one slot tells the database at once: a claim and the action for it, then optionally the start
@@ -145,8 +145,8 @@ class Finalizer:
 
     def _land(self, group: Sequence[tuple[Claim, Action]]) -> list[Landing]:
         """One call for the group: the row's own procedure when it is alone, email_finalize_and_start
-        for one slot's finalize and next start (a slow send's path: a third cheaper than the batch on
-        the server), email_finalize_batch otherwise; under the retry policy until the earliest lease
+        for one slot's finalize and next start (a slow send's path: cheaper on the server than the
+        batch, which reads JSON), email_finalize_batch otherwise; under the retry policy until the earliest lease
         in the group ends."""
         if len(group) == 1:
             claim, action = group[0]
