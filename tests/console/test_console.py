@@ -25,9 +25,9 @@ from starlette.testclient import TestClient
 from email_outbox.cli.console import build_settings, loopback_hosts
 from email_outbox.cli.main import build_parser, main
 from email_outbox.console.auth import BasicAuth, NoAuth, TrustedHeader
-from email_outbox.console.data import ConsoleReads
 from email_outbox.console.login_limit import FailedLogins
 from email_outbox.console.users import UsersFile, add_user, verify_password
+from email_outbox.db.console_reads import ConsoleReads
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import AccessDenied

@@ -1,5 +1,6 @@
-"""Everything the console reads and does in the database, over one connection its pool
-(`console.pool`) lends.
+"""Everything the web console reads and does in the database, over one connection its pool
+(`console.pool`) lends: the console's part of the db/ layer, beside the operators' reads
+(`db/reads.py`).
 
 Every read is bounded twice: a LIMIT, and the per-session statement time limit the pool sets on each
 connection, so no page can pin the server. The actions are the operator procedures, called through
@@ -24,7 +25,6 @@ from email_outbox.errors import (
     TransientDatabaseError,
 )
 from email_outbox.models import BreakerState, DeliveryEvent, QueueHealth, Status
-from email_outbox.ses import PROVIDER
 
 MAX_EVENTS = 1000
 MAX_ATTACHMENTS = 100
@@ -134,8 +134,8 @@ class ConsoleReads:
         return {str(r["name"]) for r in rows}
 
     # --- overview -----------------------------------------------------------------------------------
-    def overview(self, count_cap: int) -> Overview:
-        """Counts stop at `count_cap` per status, so each refresh reads at most that many index entries
+    def overview(self, count_cap: int, provider_name: str) -> Overview:
+        """`provider_name`: the provider breaker's row to show. Counts stop at `count_cap` per status, so each refresh reads at most that many index entries
         a status however much history the table holds (an uncapped count read every Sent row)."""
         counts = {s.value: 0 for s in Status}
         per_status = " UNION ALL ".join(
@@ -160,7 +160,7 @@ class ConsoleReads:
             if 0 <= ago < 60:
                 per_minute[59 - ago] = int(row["n"])
         try:
-            provider: BreakerState | None = self.repo.breaker_state(PROVIDER)
+            provider: BreakerState | None = self.repo.breaker_state(provider_name)
         except (AccessDenied, NotFound):  # an account granted before the breaker existed
             provider = None
         try:
