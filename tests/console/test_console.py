@@ -666,7 +666,7 @@ def test_every_response_carries_the_security_headers(client: TestClient, repo: O
 def test_no_stack_trace_reaches_the_browser(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(self: ConsoleReads, count_cap: int) -> None:
+    def broken(self: ConsoleReads, count_cap: int, provider_name: str) -> None:
         raise RuntimeError("secret internals at /srv/app.py line 12")
 
     monkeypatch.setattr(ConsoleReads, "overview", broken)
