@@ -220,26 +220,28 @@ class ConsoleReads:
     def unknown_outcome_ids(self, older_than_seconds: float, recipient_prefix: str, cap: int) -> list[int]:
         """The frozen list of a bulk action: UnknownOutcome rows in that state for at least that long,
         oldest first, at most `cap` + 1 (one more tells the caller the cap was reached)."""
-        sql = (
-            "SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id)"
-            " WHERE status = 'UnknownOutcome' AND updated_at <= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+        return self._frozen_ids(
+            "status = 'UnknownOutcome' AND updated_at <= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND",
+            older_than_seconds,
+            recipient_prefix,
+            cap,
         )
-        args: list[Any] = [int(older_than_seconds * 1_000_000)]
-        if recipient_prefix:
-            sql += f" AND to_address {LIKE_PREFIX}"
-            args.append(like_prefix(recipient_prefix))
-        sql += " ORDER BY id LIMIT %s"
-        args.append(cap + 1)
-        return [int(r["id"]) for r in self.select(sql, args)]
 
     def failed_ids(self, within_seconds: float, recipient_prefix: str, cap: int) -> list[int]:
         """The frozen list of a bulk redrive: rows that became Failed within the last `within_seconds`,
         oldest first, at most `cap` + 1. Whether each may be redriven is the procedure's rule, at apply."""
-        sql = (
-            "SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id)"
-            " WHERE status = 'Failed' AND updated_at >= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+        return self._frozen_ids(
+            "status = 'Failed' AND updated_at >= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND",
+            within_seconds,
+            recipient_prefix,
+            cap,
         )
-        args: list[Any] = [int(within_seconds * 1_000_000)]
+
+    def _frozen_ids(self, condition: str, seconds: float, recipient_prefix: str, cap: int) -> list[int]:
+        """Ids of the rows meeting `condition` (one %s: the microseconds), of recipients starting with
+        `recipient_prefix` if given, oldest first, at most `cap` + 1."""
+        sql = f"SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE {condition}"
+        args: list[Any] = [int(seconds * 1_000_000)]
         if recipient_prefix:
             sql += f" AND to_address {LIKE_PREFIX}"
             args.append(like_prefix(recipient_prefix))
