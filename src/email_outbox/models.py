@@ -101,6 +101,9 @@ class ClaimedEmail:
     message_options: str | None = None
     attachment_bytes: int = 0
     attachments: tuple[Attachment, ...] | None = None
+    # The row's tenant, and SES's tenant name its send carries (TenantName), if the tenant has one.
+    tenant: str | None = None
+    ses_tenant_name: str | None = None
 
     @property
     def options(self) -> dict[str, Any]:
