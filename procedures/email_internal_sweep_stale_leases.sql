@@ -11,6 +11,7 @@ CREATE PROCEDURE email_internal_sweep_stale_leases(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_token VARCHAR(64) CHARACTER SET utf8mb4;
