@@ -6,7 +6,8 @@
 -- claim has committed, so a caller never holds a row the database does not agree it owns.
 -- Result: the claimed rows in the claim row shape (id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, attempt_count, max_attempts, lease_expires_at, body_bytes,
--- message_options, attachment_bytes, tenant, ses_tenant_name), bodies always inline: email_claim_batch_bounded with no bound.
+-- message_options, attachment_bytes, tenant, ses_tenant_name, created_at), bodies always inline:
+-- email_claim_batch_bounded with no bound.
 CREATE PROCEDURE email_claim_batch(
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
   IN p_claimed_by TEXT CHARACTER SET utf8mb4,
@@ -289,7 +290,7 @@ BEGIN
              IF(COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) <= 9223372036854775807, a.html_body, NULL) AS html_body,
              a.attempt_count, a.max_attempts, a.lease_expires_at,
              COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
-             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name
+             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name, a.created_at
         FROM email_claim_batch_rows c FORCE INDEX (ix_seq)
              STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
              LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
@@ -302,7 +303,7 @@ BEGIN
              IF(COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) <= 9223372036854775807, a.html_body, NULL) AS html_body,
              a.attempt_count, a.max_attempts, a.lease_expires_at,
              COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
-             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name
+             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name, a.created_at
         FROM email_delivery_attempts a
              LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
        WHERE FALSE;

@@ -287,7 +287,7 @@ BEGIN
              IF(COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) <= p_max_inline_body_bytes, a.html_body, NULL) AS html_body,
              a.attempt_count, a.max_attempts, a.lease_expires_at,
              COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
-             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name
+             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name, a.created_at
         FROM email_claim_batch_rows c FORCE INDEX (ix_seq)
              STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
              LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
@@ -300,7 +300,7 @@ BEGIN
              IF(COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) <= p_max_inline_body_bytes, a.html_body, NULL) AS html_body,
              a.attempt_count, a.max_attempts, a.lease_expires_at,
              COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
-             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name
+             a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name, a.created_at
         FROM email_delivery_attempts a
              LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
        WHERE FALSE;

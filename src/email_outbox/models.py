@@ -104,6 +104,8 @@ class ClaimedEmail:
     # The row's tenant, and SES's tenant name its send carries (TenantName), if the tenant has one.
     tenant: str | None = None
     ses_tenant_name: str | None = None
+    # When it was enqueued (UTC, the database clock): the enqueue-to-send histogram.
+    created_at: datetime | None = None
 
     @property
     def options(self) -> dict[str, Any]:
@@ -202,6 +204,7 @@ class DeliveryRow:
     attachment_bytes: int = 0
     priority: int = 5  # 0-9, claimed highest first
     expires_at: datetime | None = None  # not handed to SES by then: Failed 'Expired'
+    tenant: str | None = None  # the tenant it was enqueued for (docs/design.md, "Tenants")
 
 
 @dataclass(frozen=True)

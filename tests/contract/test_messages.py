@@ -369,6 +369,7 @@ CLAIM_ROW_SHAPE = [
     "id", "notification_id", "to_address", "from_address", "subject", "text_body", "html_body",
     "attempt_count", "max_attempts", "lease_expires_at", "body_bytes", "message_options", "attachment_bytes",
     "tenant", "ses_tenant_name",
+    "created_at",
 ]  # fmt: skip
 
 

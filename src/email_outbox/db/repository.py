@@ -25,6 +25,7 @@ from email_outbox.db.operator_calls import OperatorCalls
 from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.reads import OperatorReads
 from email_outbox.db.send_rate_calls import SendRateCalls
+from email_outbox.db.tenant_calls import TenantCalls
 from email_outbox.errors import InvalidArgument
 from email_outbox.models import (
     Attachment,
@@ -60,10 +61,11 @@ def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None
         attachment_bytes=int(row.get("attachment_bytes") or 0),
         tenant=row.get("tenant"),
         ses_tenant_name=row.get("ses_tenant_name"),
+        created_at=row.get("created_at"),
     )
 
 
-class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRateCalls):
+class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRateCalls, TenantCalls):
     """The procedure contract over one connection. Not thread-safe: one per thread."""
 
     def __init__(self, connection: Connection) -> None:
