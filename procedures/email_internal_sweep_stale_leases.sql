@@ -1,5 +1,5 @@
 -- Internal (not part of the public contract, no grant needed): the sweep shared by
--- email_sweep_stale_leases and every batch claim (email_internal_claim_batch): a started claim whose
+-- email_sweep_stale_leases and every batch claim that finds one (source/fragments/claim_batch.sql): a started claim whose
 -- lease passed goes to UnknownOutcome, an unstarted reservation back to where it was claimed from.
 -- Returns no result set; the count goes to p_affected.
 -- Shape: a non-locking read of candidate ids, then one guarded UPDATE per primary key. A single range

@@ -1,4 +1,4 @@
--- Internal: the expiry sweep, run by every claim (email_internal_claim_batch) and by
+-- Internal: the expiry sweep, run by every claim that finds one due (source/fragments/claim_batch.sql) and by
 -- email_sweep_stale_leases, for rows no claim reaches in time (due later than their expiry, or
 -- nobody claiming). Up to p_limit rows past their expires_at that were never handed to SES (Pending,
 -- Retrying, or a reservation not started) end Failed 'Expired', each audited in its own unit of work
