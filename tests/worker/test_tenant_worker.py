@@ -54,7 +54,10 @@ def test_a_tenant_ses_paused_waits_while_the_others_send(
         assert {m.tenant_name for m in endpoint.accepted()} == {"ses-codes"}, "every send carries TenantName"
         (news,) = [t for t in repo.tenants() if t.name == "news"]
         assert news.paused_reason == "ses-sending-paused"
-        assert status_of(repo, "news") == {"Pending": 5, "Sent": 0}
+        # the rows it had reserved or was sending come back unsent
+        wait_until(
+            lambda: status_of(repo, "news") == {"Pending": 5, "Sent": 0}, 30, "news' rows back, unsent"
+        )
         assert (
             scalar(
                 repo,
