@@ -2,7 +2,7 @@
 -- caller's own transaction: the same result, idempotency and transaction rules as email_enqueue, and
 -- the same rules and insert (email_internal_enqueue) for what the two share. docs/procedures.md lists
 -- the members: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,
--- attachments, template, max_attempts, send_after, priority, expires_at, tenant. Result: affected (1 new, 0 duplicate), attempt_id.
+-- attachments, template, max_attempts, send_after, priority, expires_at, tenant, trace_context. Result: affected (1 new, 0 duplicate), attempt_id.
 CREATE PROCEDURE email_enqueue_message(
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
   IN p_message LONGTEXT CHARACTER SET utf8mb4
@@ -53,6 +53,7 @@ BEGIN
   DECLARE v_content LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_decoded LONGBLOB;
   DECLARE v_options LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_trace_context LONGTEXT CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL email_internal_undo(v_own);
@@ -75,10 +76,10 @@ BEGIN
     -- Compared as bytes: `Cc` or `to ` is not `cc` or `to`, which is what the rest reads.
     IF CAST(v_key AS BINARY) NOT IN ('from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'text', 'html', 'headers',
                                      'tags', 'configuration_set', 'attachments', 'template', 'max_attempts',
-                                     'send_after', 'priority', 'expires_at', 'tenant') THEN
+                                     'send_after', 'priority', 'expires_at', 'tenant', 'trace_context') THEN
       SET v_message = CONCAT(v_where, ': unknown member ', LEFT(JSON_QUOTE(v_key), 80),
         ' (known: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,',
-        ' attachments, template, max_attempts, send_after, priority, expires_at, tenant)');
+        ' attachments, template, max_attempts, send_after, priority, expires_at, tenant, trace_context)');
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     SET v_i = v_i + 1;
@@ -325,6 +326,10 @@ BEGIN
   END IF;
   IF v_tags IS NOT NULL THEN
     SET v_clean = JSON_SET(v_clean, '$.tags', JSON_EXTRACT(v_tags, '$'));
+  END IF;
+  CALL email_internal_check_trace_context(v_where, p_message, v_trace_context);
+  IF v_trace_context IS NOT NULL THEN
+    SET v_clean = JSON_SET(v_clean, '$.trace_context', JSON_EXTRACT(v_trace_context, '$'));
   END IF;
   -- Recipients on the suppression list are left out (all of them suppressed: the row fails).
   CALL email_internal_drop_suppressed(v_clean, v_options, v_first);

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from email_outbox.models import EnqueueResult, optional_id
+from email_outbox.tracing.context import current_trace_context
+from email_outbox.tracing.spans import enqueue_span
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Message:
     priority: int | None = None  # 0-9, 9 first; None: 5
     expires_at: datetime | None = None  # a naive time is taken as UTC; None: never
     tenant: str | None = None  # None: the calling account's default tenant (email-outbox tenants)
+    # W3C trace context (traceparent, tracestate); None: the current span's, when OpenTelemetry is installed
+    trace_context: Mapping[str, str] | None = None
 
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"to": list(self.to)}
@@ -92,6 +96,8 @@ class Message:
             doc["tags"] = dict(self.tags)
         if self.attachments:
             doc["attachments"] = [a.document() for a in self.attachments]
+        if self.trace_context is not None:
+            doc["trace_context"] = dict(self.trace_context)
         if self.template is not None:
             doc["template"] = {"name": self.template.name, "data": dict(self.template.data)}
         for key, moment in (("send_after", self.send_after), ("expires_at", self.expires_at)):
@@ -100,8 +106,12 @@ class Message:
         return doc
 
     def to_json(self) -> str:
-        # Raw UTF-8, not \\u escapes: a 4-byte character arrives as itself on every server.
-        return json.dumps(self.document(), ensure_ascii=False, separators=(",", ":"))
+        return _json(self.document())
+
+
+def _json(document: Mapping[str, Any]) -> str:
+    # Raw UTF-8, not \\u escapes: a 4-byte character arrives as itself on every server.
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
 
 def enqueue_message(
@@ -111,18 +121,23 @@ def enqueue_message(
     A duplicate notification_id returns affected 0 and the existing id. Bad input raises the driver's
     error for SQLSTATE 45000, whose errno is its rule class (email_outbox.errors.REFUSAL_BY_ERRNO) and
     whose message names the member and the rule."""
-    document = (
-        message.to_json()
-        if isinstance(message, Message)
-        else json.dumps(dict(message), ensure_ascii=False, separators=(",", ":"))
-    )
-    cursor = connection.cursor()
-    try:
-        cursor.execute("CALL email_enqueue_message(%s, %s)", (notification_id, document))
-        affected, attempt_id = cursor.fetchall()[0][:2]
-        while cursor.nextset():
-            if cursor.description:
-                cursor.fetchall()
-    finally:
-        cursor.close()
+    fields = message.document() if isinstance(message, Message) else dict(message)
+    with enqueue_span(notification_id) as span:
+        if "trace_context" not in fields:
+            # The enqueue span's context (the caller's current one without an SDK recording it).
+            trace_context = current_trace_context()
+            if trace_context is not None:
+                fields["trace_context"] = trace_context
+        document = _json(fields)
+        cursor = connection.cursor()
+        try:
+            cursor.execute("CALL email_enqueue_message(%s, %s)", (notification_id, document))
+            affected, attempt_id = cursor.fetchall()[0][:2]
+            while cursor.nextset():
+                if cursor.description:
+                    cursor.fetchall()
+        finally:
+            cursor.close()
+        if span is not None and attempt_id is not None:
+            span.set_attribute("messaging.message.id", str(attempt_id))
     return EnqueueResult(int(affected), optional_id(attempt_id))

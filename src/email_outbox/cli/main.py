@@ -28,6 +28,7 @@ from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, 
 from email_outbox.db.dsn import resolve_dsn_text
 from email_outbox.display import visible
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
+from email_outbox.tracing.setup import configure_from_environment
 from email_outbox.version import PACKAGE_VERSION
 from email_outbox.worker.config import SETTINGS, flag_help
 
@@ -64,7 +65,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     sender = SesSender(config)
     worker = Worker(config, sender, account=SesAccount(sender.client))
     worker.install_signal_handlers()
-    return worker.run()
+    end_tracing = configure_from_environment("email-outbox-worker")
+    try:
+        return worker.run()
+    finally:
+        end_tracing()
 
 
 def build_parser() -> argparse.ArgumentParser:

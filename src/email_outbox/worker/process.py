@@ -66,7 +66,14 @@ class Worker:
         self._signals = 0
         rng = rng or random.Random()
         self.database = DatabaseCalls(
-            repository_factory or (lambda: OutboxRepository.open(config.dsn)),
+            repository_factory
+            or (
+                lambda: OutboxRepository.open(
+                    config.dsn,
+                    connect_timeout=min(5.0, config.db_read_timeout),
+                    read_timeout=config.db_read_timeout,
+                )
+            ),
             config.dsn,
             self.stats,
             rng,
