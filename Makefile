@@ -87,5 +87,5 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy
 	$(BIN)/ruff format --check src tests db bench
 	$(BIN)/mypy
 
-clean: ## remove the virtualenv, .demo and the caches
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+clean: ## remove the virtualenv, .demo, .dev and the caches
+	rm -rf $(VENV) .demo .dev .pytest_cache .mypy_cache .ruff_cache

@@ -139,10 +139,15 @@ apt_install_for() {
       $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null; } \
     || echo "could not install $*: $what will be skipped" >&2
 }
-# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/. The
-# Prometheus service the package may start is left alone.
+# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/. Only
+# promtool is wanted: the Prometheus server the package enables (listening on every interface, port
+# 9090, with no authentication) is stopped and disabled where systemd runs it.
 ensure_promtool() {
-  command -v promtool >/dev/null 2>&1 || apt_install_for "the alerting rules' tests" prometheus
+  command -v promtool >/dev/null 2>&1 && return 0
+  apt_install_for "the alerting rules' tests" prometheus
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 }
 # bench/faults.py puts each Galera node in a network namespace of its own (ip netns) to cut links.
 ensure_iproute2() {

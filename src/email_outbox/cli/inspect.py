@@ -19,7 +19,14 @@ from email_outbox.cli.common import (
 )
 from email_outbox.display import age, print_json, short, table, visible, when
 from email_outbox.errors import AccessDenied, InvalidInput
-from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
+from email_outbox.models import (
+    DeliveryEvent,
+    ProviderEventRow,
+    ProviderState,
+    ProviderStats,
+    RetentionRuns,
+    Status,
+)
 from email_outbox.operator_text import parse_duration
 from email_outbox.ses import PROVIDER
 from email_outbox.version import SchemaRelease
@@ -43,10 +50,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
         durability = repo.durability_risks()
+        # An operator account granted before 0.2.0 reads neither: `grant operator` again.
         try:
             schema: SchemaRelease | None = SchemaRelease(repo.schema_release())
-        except AccessDenied:  # an operator account granted before 0.2.0: `grant operator` again
-            schema = None
+            retention: RetentionRuns | None = repo.retention_last_run()
+        except AccessDenied:
+            schema, retention = None, None
     suppressed = unsent["Suppressed"]
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
@@ -65,6 +74,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "send_rate": asdict(send_rate) if send_rate else None,
                 "failed_unsent_24h": unsent,
                 "durability_risks": [asdict(r) for r in durability],
+                "retention_last_finished_at": retention.last_finished_at if retention else None,
                 "schema": {
                     "database": schema.database if schema else None,
                     "package": schema.package if schema else None,
@@ -103,6 +113,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(
             "durability:              no setting known to lose commits (docs/operations.md, Durability settings)"
         )
+    print(f"retention last finished: {_retention_line(retention)}")
     print(
         "schema release:          "
         + (schema.describe() if schema else "not readable: run `email-outbox grant operator` again")
@@ -110,6 +121,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
+
+
+def _retention_line(runs: RetentionRuns | None) -> str:
+    if runs is None:
+        return "not readable: run `email-outbox grant operator` again"
+    if runs.last_finished_at is None:
+        return "never (schedule `email-outbox retention`: docs/operations.md)"
+    since = (runs.database_now - runs.last_finished_at).total_seconds()
+    return f"{when(runs.last_finished_at)} UTC, {age(since)} ago"
 
 
 def _rate(value: float | None, limit: float) -> str:
