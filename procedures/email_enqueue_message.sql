@@ -154,12 +154,20 @@ BEGIN
           ' must be 1 to 76 printable ASCII characters without a colon or space (RFC 5322)');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
+      -- Also refused: what a receiving system writes as its verdict (a forged Authentication-Results
+      -- or ARC set reads as a passed check to a filter that trusts it), and requests that send mail
+      -- or receipts somewhere other than the sender (read receipts, old bounce routing).
       IF LOWER(v_key) IN ('from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version',
-                          'return-path', 'dkim-signature', 'reply-to', 'sender', 'received', 'delivered-to',
-                          'content-type', 'content-transfer-encoding', 'content-disposition')
-         OR LOWER(v_key) LIKE 'content-%' OR LOWER(v_key) LIKE 'x-ses-%' OR LOWER(v_key) LIKE 'resent-%' THEN
+                          'return-path', 'reply-to', 'sender', 'received', 'delivered-to',
+                          'content-type', 'content-transfer-encoding', 'content-disposition',
+                          'authentication-results', 'received-spf', 'domainkey-signature',
+                          'disposition-notification-to', 'disposition-notification-options',
+                          'return-receipt-to', 'errors-to', 'x-original-to', 'original-recipient')
+         OR LOWER(v_key) LIKE 'content-%' OR LOWER(v_key) LIKE 'x-ses-%' OR LOWER(v_key) LIKE 'resent-%'
+         OR LOWER(v_key) LIKE 'arc-%' OR LOWER(v_key) LIKE 'dkim-%' THEN
         SET v_message = CONCAT(v_where, ': header ', v_key,
-          ' is set by SES or the outbox itself and cannot be given (use the message members for addresses and subject)');
+          ' is set by SES, the outbox or a receiving system, or asks for mail to go elsewhere, and cannot be given',
+          ' (use the message members for addresses and subject)');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
       IF JSON_CONTAINS(v_seen, JSON_QUOTE(LOWER(v_key))) THEN
@@ -305,13 +313,24 @@ BEGIN
       'email_enqueue_message: the message must be at most 40 MB (SES''s limit), bodies and base64 attachments together';
   END IF;
 
-  -- What is stored is rebuilt from the members just checked, nothing else.
+  -- What is stored is rebuilt from the members just checked, nothing else. Addresses are stored by
+  -- value, in one spelling whatever JSON escapes the caller wrote (`ann` + the JSON escape of @ +
+  -- `example.net` is stored as ann@example.net), so erasure finds them (email_erase_address) and so does anyone reading the row.
   SET v_clean = JSON_OBJECT('attachment_count', IF(JSON_TYPE(v_attachments) = 'ARRAY', JSON_LENGTH(v_attachments), 0));
   SET v_i = 1;
   WHILE v_i <= 7 DO
     SET v_key = SUBSTRING_INDEX(SUBSTRING_INDEX('from,to,cc,bcc,reply_to,configuration_set,template', ',', v_i), ',', -1);
     SET v_value = JSON_EXTRACT(p_message, CONCAT('$.', v_key));
-    IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+    IF v_value IS NOT NULL AND JSON_TYPE(v_value) = 'ARRAY' THEN
+      SET v_content = JSON_ARRAY(), v_n = JSON_LENGTH(v_value), v_count = 0;
+      WHILE v_count < v_n DO
+        SET v_content = JSON_ARRAY_APPEND(v_content, '$', JSON_UNQUOTE(JSON_EXTRACT(v_value, CONCAT('$[', v_count, ']'))));
+        SET v_count = v_count + 1;
+      END WHILE;
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(v_content, '$'));
+    ELSEIF v_value IS NOT NULL AND JSON_TYPE(v_value) = 'STRING' THEN
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_UNQUOTE(v_value));
+    ELSEIF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
       SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(p_message, CONCAT('$.', v_key)));
     END IF;
     SET v_i = v_i + 1;

@@ -43,10 +43,15 @@ BEGIN
   DECLARE c_by_to CURSOR FOR
     SELECT id, to_address FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_to_id)
      WHERE to_address = p_address COLLATE utf8mb4_unicode_ci;
+  -- A row stored before addresses were stored by value may spell one with JSON escapes
+  -- (the @ as its
+  -- JSON escape): every row with a backslash is a candidate too, and
+  -- email_internal_message_names compares each candidate's addresses by value.
   DECLARE c_by_options CURSOR FOR
     SELECT id, message_options FROM email_delivery_attempts
      WHERE message_options IS NOT NULL
-       AND LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(message_options) COLLATE utf8mb4_bin) > 0;
+       AND (LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(message_options) COLLATE utf8mb4_bin) > 0
+            OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, message_options COLLATE utf8mb4_bin) > 0);
   DECLARE c_provider CURSOR FOR
     SELECT id FROM email_provider_events
      WHERE LOCATE(v_lower COLLATE utf8mb4_bin,

@@ -54,6 +54,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_text(p_where, 'to_address', p_to_address, 'address');
+  CALL email_internal_check_local_part(p_where, 'to_address', p_to_address);
   CALL email_internal_check_text(p_where, 'from_address', p_from_address, 'address');
   IF p_from_address IS NOT NULL THEN
     CALL email_internal_check_sender(p_where, p_from_address);

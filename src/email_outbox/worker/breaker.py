@@ -34,7 +34,7 @@ from email_outbox.ses import PROVIDER
 from email_outbox.ses.classify import Decision, Outcome
 from email_outbox.worker.actions import Action, Step, release_unsent
 from email_outbox.worker.claim import Claim
-from email_outbox.worker.config import WorkerConfig
+from email_outbox.worker.config import PROBE_DELAY_LIMIT_SECONDS, WorkerConfig
 from email_outbox.worker.database import DatabaseCalls
 from email_outbox.worker.stats import WorkerStats
 
@@ -223,7 +223,7 @@ class Breaker:
 
     def _open(self, decision: Decision, why: str) -> None:
         base = self._config.breaker_probe_seconds
-        after = max(1, round(base * (1 + self._rng.uniform(0, PROBE_JITTER_SHARE))))
+        after = min(PROBE_DELAY_LIMIT_SECONDS, max(1, round(base * (1 + self._rng.uniform(0, PROBE_JITTER_SHARE)))))
         with self._lock:
             self._state = "open"
             self._stats.breaker_state = "open"
