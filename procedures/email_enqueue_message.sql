@@ -154,20 +154,23 @@ BEGIN
           ' must be 1 to 76 printable ASCII characters without a colon or space (RFC 5322)');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
-      -- Also refused: what a receiving system writes as its verdict (a forged Authentication-Results
-      -- or ARC set reads as a passed check to a filter that trusts it), and requests that send mail
-      -- or receipts somewhere other than the sender (read receipts, old bounce routing).
       IF LOWER(v_key) IN ('from', 'to', 'cc', 'bcc', 'subject', 'date', 'message-id', 'mime-version',
-                          'return-path', 'reply-to', 'sender', 'received', 'delivered-to',
-                          'content-type', 'content-transfer-encoding', 'content-disposition',
-                          'authentication-results', 'received-spf', 'domainkey-signature',
+                          'return-path', 'dkim-signature', 'reply-to', 'sender', 'received', 'delivered-to',
+                          'content-type', 'content-transfer-encoding', 'content-disposition')
+         OR LOWER(v_key) LIKE 'content-%' OR LOWER(v_key) LIKE 'x-ses-%' OR LOWER(v_key) LIKE 'resent-%' THEN
+        SET v_message = CONCAT(v_where, ': header ', v_key,
+          ' is set by SES or the outbox itself and cannot be given (use the message members for addresses and subject)');
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
+      END IF;
+      -- What a receiving system writes as its verdict (a forged Authentication-Results or ARC set
+      -- reads as a passed check to a filter that trusts it), and requests that send mail or receipts
+      -- somewhere other than the sender (read receipts, old bounce routing).
+      IF LOWER(v_key) IN ('authentication-results', 'received-spf', 'domainkey-signature',
                           'disposition-notification-to', 'disposition-notification-options',
                           'return-receipt-to', 'errors-to', 'x-original-to', 'original-recipient')
-         OR LOWER(v_key) LIKE 'content-%' OR LOWER(v_key) LIKE 'x-ses-%' OR LOWER(v_key) LIKE 'resent-%'
          OR LOWER(v_key) LIKE 'arc-%' OR LOWER(v_key) LIKE 'dkim-%' THEN
         SET v_message = CONCAT(v_where, ': header ', v_key,
-          ' is set by SES, the outbox or a receiving system, or asks for mail to go elsewhere, and cannot be given',
-          ' (use the message members for addresses and subject)');
+          ' is a receiving system''s verdict or asks for mail to go elsewhere, and cannot be given');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
       IF JSON_CONTAINS(v_seen, JSON_QUOTE(LOWER(v_key))) THEN

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from email_outbox.errors import MessageTooLarge
 from email_outbox.models import EnqueueResult, optional_id
 
 
@@ -99,7 +100,35 @@ class Message:
 
     def to_json(self) -> str:
         # Raw UTF-8, not \\u escapes: a 4-byte character arrives as itself on every server.
-        return json.dumps(self.document(), ensure_ascii=False, separators=(",", ":"))
+        document = self.document()
+        check_size(document)
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+# SES's limits as email_enqueue_message applies them (procedures/email_enqueue_message.sql, which
+# refuses the same with 45006), checked here first so a message over them is refused before its bytes
+# cross the network (a 50 MB message took 14 s to upload only to be refused).
+MESSAGE_LIMIT_BYTES = 41_943_040  # bodies and base64 attachments together: SES's 40 MB
+BODY_LIMIT_BYTES = 16_777_215  # each body: the column's 16 MiB
+
+
+def check_size(document: Mapping[str, Any]) -> None:
+    """Raise MessageTooLarge when a message document is over a limit email_enqueue_message enforces."""
+    bodies = [document.get(key) for key in ("text", "html")]
+    body_bytes = [len(b.encode("utf-8")) for b in bodies if isinstance(b, str)]
+    if any(size > BODY_LIMIT_BYTES for size in body_bytes):
+        raise MessageTooLarge("text and html must each be at most 16 MiB")
+    encoded = sum(
+        len(a.get("content_base64") or "")
+        for a in document.get("attachments") or ()
+        if isinstance(a, Mapping) and isinstance(a.get("content_base64"), str)
+    )
+    total = sum(body_bytes) + encoded
+    if total > MESSAGE_LIMIT_BYTES:
+        raise MessageTooLarge(
+            f"the message is {total / 1_048_576:.1f} MiB with its attachments in base64: at most 40 MB"
+            " (SES's limit), bodies and base64 attachments together; nothing was sent to the database"
+        )
 
 
 def enqueue_message(
@@ -109,11 +138,9 @@ def enqueue_message(
     A duplicate notification_id returns affected 0 and the existing id. Bad input raises the driver's
     error for SQLSTATE 45000, whose errno is its rule class (email_outbox.errors.REFUSAL_BY_ERRNO) and
     whose message names the member and the rule."""
-    document = (
-        message.to_json()
-        if isinstance(message, Message)
-        else json.dumps(dict(message), ensure_ascii=False, separators=(",", ":"))
-    )
+    fields = message.document() if isinstance(message, Message) else dict(message)
+    check_size(fields)
+    document = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     cursor = connection.cursor()
     try:
         cursor.execute("CALL email_enqueue_message(%s, %s)", (notification_id, document))

@@ -41,7 +41,9 @@ def test_recipients_written_with_json_escapes_are_stored_plain_and_erased(repo: 
 
 
 def test_erasure_finds_an_address_stored_escaped_before_the_normal_form(repo: OutboxRepository) -> None:
-    attempt_id = repo.enqueue_message(f"old-{token()}", whole_message("to@example.com", "x@example.com")).attempt_id
+    attempt_id = repo.enqueue_message(
+        f"old-{token()}", whole_message("to@example.com", "x@example.com")
+    ).attempt_id
     # A row stored by an earlier release, as it was written.
     escaped = json.dumps({"to": ["to@example.com"], "cc": ["carl\\u0040example.org"]}).replace("\\\\", "\\")
     repo.connection.cursor().execute(  # the test's own back door: no procedure writes this
@@ -51,7 +53,9 @@ def test_erasure_finds_an_address_stored_escaped_before_the_normal_form(repo: Ou
 
 
 # --- 2. retention -------------------------------------------------------------------------------------
-def test_retention_leaves_a_row_redriven_while_it_waited_whole(repo: OutboxRepository, dsn: DatabaseDsn) -> None:
+def test_retention_leaves_a_row_redriven_while_it_waited_whole(
+    repo: OutboxRepository, dsn: DatabaseDsn
+) -> None:
     set_clock(repo, db_now(repo) - timedelta(days=40))
     nid = f"late-{token()}"
     attempt_id = repo.enqueue_message(nid, whole_message("r@example.com", "c@example.com")).attempt_id
@@ -116,7 +120,9 @@ def failed_whole(repo: OutboxRepository, to: str) -> tuple[int, str]:
     return attempt_id, nid
 
 
-def test_redrive_refuses_erased_purged_and_attachment_less_rows_with_the_reason(repo: OutboxRepository) -> None:
+def test_redrive_refuses_erased_purged_and_attachment_less_rows_with_the_reason(
+    repo: OutboxRepository,
+) -> None:
     erased, erased_nid = failed_whole(repo, "gone@example.com")
     assert repo.erase_address("gone@example.com", "dpo", "request 3").erased == 1
     purged, purged_nid = failed_whole(repo, "purged@example.com")
@@ -130,9 +136,11 @@ def test_redrive_refuses_erased_purged_and_attachment_less_rows_with_the_reason(
     for attempt_id in (erased, purged, bare):
         assert repo.get_row(attempt_id).status is Status.FAILED
     since = db_now(repo) - timedelta(hours=1)
-    batch = repo.redrive_failed_batch(since, None, None, 0, 100, dry_run=False, redriven_by="ops", reason="bulk")
+    batch = repo.redrive_failed_batch(
+        since, None, None, 0, 100, dry_run=False, redriven_by="ops", reason="bulk"
+    )
     assert batch.affected == 0
-    kept, kept_nid = failed_whole(repo, "kept@example.com")
+    _, kept_nid = failed_whole(repo, "kept@example.com")
     assert repo.redrive_failed(kept_nid, "ops", "fine") == 1
 
 
@@ -161,13 +169,17 @@ def test_send_rate_reports_outside_what_ses_grants_are_refused(
     ["Authentication-Results", "ARC-Seal", "arc-message-signature", "ARC-Authentication-Results",
      "Disposition-Notification-To", "Return-Receipt-To", "Received-SPF", "DKIM-Foo", "Errors-To"],
 )  # fmt: skip
-def test_headers_that_carry_a_verdict_or_ask_for_receipts_are_refused(repo: OutboxRepository, name: str) -> None:
+def test_headers_that_carry_a_verdict_or_ask_for_receipts_are_refused(
+    repo: OutboxRepository, name: str
+) -> None:
     message = {"to": ["a@example.com"], "subject": "s", "text": "t", "headers": {name: "x"}}
     with pytest.raises(InvalidHeader, match=name):
         repo.enqueue_message(token(), json.dumps(message))
 
 
-@pytest.mark.parametrize("mailbox", ["security@paypal.com <shop@example.com>", '"help@bank.example" <a@example.com>'])
+@pytest.mark.parametrize(
+    "mailbox", ["security@paypal.com <shop@example.com>", '"help@bank.example" <a@example.com>']
+)
 def test_a_display_name_that_is_an_address_is_refused(repo: OutboxRepository, mailbox: str) -> None:
     with pytest.raises(InvalidAddress, match="display name"):
         repo.enqueue_message(token(), json.dumps({"to": [mailbox], "subject": "s", "text": "t"}))
@@ -184,3 +196,19 @@ def test_a_non_ascii_local_part_is_refused_at_enqueue(repo: OutboxRepository, fi
         repo.enqueue(token(), "jösé@example.com", "s", text_body="t")
     # A non-ASCII domain is fine: the worker sends it as Punycode.
     assert repo.enqueue(token(), "jose@exämple.com", "s", text_body="t").affected == 1
+
+
+# --- 9. the Python API checks SES's size limit before sending ----------------------------------------
+def test_enqueue_message_refuses_a_message_over_40_mb_before_sending_it(repo: OutboxRepository) -> None:
+    from email_outbox import Attachment, Message, enqueue_message
+    from email_outbox.errors import MessageTooLarge
+
+    big = Message(to=["a@example.com"], subject="s", text="t",
+                  attachments=[Attachment("a.bin", "application/octet-stream", b"\0" * (31 * 1024 * 1024))])  # fmt: skip
+    received = (
+        "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'BYTES_RECEIVED'"
+    )
+    before = int(scalar(repo, received))
+    with pytest.raises(MessageTooLarge, match="40 MB"):
+        enqueue_message(repo.connection, "too-big", big)
+    assert int(scalar(repo, received)) - before < 1_000_000

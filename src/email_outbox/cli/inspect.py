@@ -18,7 +18,7 @@ from email_outbox.cli.common import (
     parse_duration,
     parse_since,
 )
-from email_outbox.display import age, print_json, short, table, visible, when
+from email_outbox.display import age, error_line, print_json, short, table, visible, when
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
 from email_outbox.ses import PROVIDER
@@ -147,9 +147,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                         short(r.to_address, 40),
                         r.priority,
                         f"{r.attempt_count}/{r.max_attempts}",
-                        short(
-                            f"{r.last_error_code}: {r.last_error_message}" if r.last_error_code else None, 50
-                        ),
+                        short(error_line(r.last_error_code, r.last_error_message), 50),
                         r.claimed_by or "-",
                         when(r.created_at),
                         when(r.updated_at),

@@ -28,7 +28,7 @@ from email_outbox.console.views import (
     render,
     with_db,
 )
-from email_outbox.errors import InvalidInput, OutboxError
+from email_outbox.errors import InvalidInput, OutboxError, WrongState
 from email_outbox.models import Status
 
 log = logging.getLogger("email_outbox.console")
@@ -135,7 +135,10 @@ async def bulk_apply(request: Request) -> Response:
                 if action == "requeue":
                     affected = r.requeue(attempt_id, who, reason)
                 elif action == "redrive":
-                    affected = r.redrive(attempt_id, who, reason)
+                    try:
+                        affected = r.redrive(attempt_id, who, reason)
+                    except WrongState:  # its content is gone (erased, purged): skipped, as the batch does
+                        affected = 0
                 else:
                     affected = r.resolve(attempt_id, action.split("-", 1)[1], who, reason, None)
                 results.append((attempt_id, bool(affected)))
@@ -156,7 +159,7 @@ async def bulk_apply(request: Request) -> Response:
         done=done,
         skipped=skipped,
         total=len(ids),
-        skipped_why="not Failed, or SES accepted it or may have"
+        skipped_why="not Failed, SES accepted it or may have, or its content is gone"
         if action == "redrive"
         else "no longer UnknownOutcome",
     )

@@ -223,7 +223,9 @@ class Breaker:
 
     def _open(self, decision: Decision, why: str) -> None:
         base = self._config.breaker_probe_seconds
-        after = min(PROBE_DELAY_LIMIT_SECONDS, max(1, round(base * (1 + self._rng.uniform(0, PROBE_JITTER_SHARE)))))
+        after = min(
+            PROBE_DELAY_LIMIT_SECONDS, max(1, round(base * (1 + self._rng.uniform(0, PROBE_JITTER_SHARE))))
+        )
         with self._lock:
             self._state = "open"
             self._stats.breaker_state = "open"
