@@ -944,7 +944,10 @@ def test_redrive_on_a_failed_email_and_in_bulk(
             assert repo.redrive_failed(repo.get_row(three).notification_id, "bob", "first") == 1
             applied = post(client, "/bulk/apply", form)
             assert applied.status_code == 200
-            assert f"1 done, 1 skipped (not Failed, SES accepted it or may have, or its content is gone): {three}" in applied.text
+            assert (
+                f"1 done, 1 skipped (not Failed, SES accepted it or may have, or its content is gone): {three}"
+                in applied.text
+            )
             assert status_of(repo, two) == "Pending" and last_event(repo, two)[0] == "alice (console)"
     finally:
         made.close()
@@ -978,7 +981,9 @@ def test_an_operator_closes_the_provider_breaker_from_the_overview(
                 assert post(client, "/breaker/close", {"reason": "green"}).status_code == 403, "CSRF"
                 assert post(client, "/breaker/close", {"csrf_token": token, "reason": " "}).status_code == 400
                 assert repo.breaker_state("ses").state == "open"
-                done = post(client, "/breaker/close", {"csrf_token": token, "reason": "SES status page green"})
+                done = post(
+                    client, "/breaker/close", {"csrf_token": token, "reason": "SES status page green"}
+                )
                 assert done.headers["location"] == "/?done=breaker-closed"
                 page = client.get(done.headers["location"]).text
                 assert "Provider breaker closed" in page and 'id="breaker-close-form"' not in page

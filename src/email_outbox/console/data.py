@@ -378,7 +378,9 @@ class ConsoleReads:
 
     def close_breaker(self, actor: str, reason: str) -> int:
         """email_breaker_close: 1 when the provider breaker was open or half open and is closed now."""
-        return self._retrying(lambda: self.repo.breaker_close(PROVIDER, actor, f"closed by an operator: {reason}"))
+        return self._retrying(
+            lambda: self.repo.breaker_close(PROVIDER, actor, f"closed by an operator: {reason}")
+        )
 
     def redrive(self, attempt_id: int, actor: str, reason: str) -> int:
         """email_redrive_failed for this email: 0 unless it is Failed and SES never accepted it."""
