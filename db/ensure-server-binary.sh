@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Make sure a MariaDB/MySQL server binary and client are installed; install Debian's MariaDB if not.
-# Also redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py), and
-# chromium for the console's browser tests, and valgrind for bench/procedure_costs.py.
+# What this machine needs to run the outbox locally, from Debian's packages when missing.
+#   db/ensure-server-binary.sh demo   `make demo` and `make dev`: a MariaDB/MySQL server binary and the
+#                                     command-line client, nothing else.
+#   db/ensure-server-binary.sh test   `make test` (the default): the database as above, and everything
+#                                     the suite drives (below).
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
+# For the tests: redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py),
+# chromium for the console's browser tests, valgrind for bench/procedure_costs.py, and promtool
+# (Debian's prometheus) for the alerting rules' unit tests.
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
 # The Java example of docs/procedures.md (tests/test_other_languages.py) needs MariaDB Connector/J and
 # JSON-P (the JDK has no JSON library): libmariadb-java and libjsonp-java, installed where apt-get can;
 # the Go and PHP examples, Debian's golang-go and php-cli with their MySQL drivers.
 set -euo pipefail
+MODE="${1:-test}"
+case "$MODE" in
+  demo | test) ;;
+  *) echo "usage: $0 [demo|test]" >&2; exit 2 ;;
+esac
 export PATH="$PATH:/usr/sbin:/usr/local/sbin"
 have_server() { command -v mariadbd >/dev/null 2>&1 || command -v mysqld >/dev/null 2>&1; }
 have_client() { command -v mariadb >/dev/null 2>&1 || command -v mysql >/dev/null 2>&1; }
@@ -33,7 +43,6 @@ ensure_redis() {
       --no-install-recommends redis-server >/dev/null; } \
     || echo "could not install redis-server: the benchmark's Celery peer will fail" >&2
 }
-ensure_redis
 # The Celery + RabbitMQ peer (durable) starts a private RabbitMQ node from Debian's rabbitmq-server: its
 # own node name, ports, epmd and data directory in a temp directory. The service the package may start
 # (on 5672/25672) is left alone: nothing here connects to it.
@@ -48,7 +57,6 @@ ensure_rabbitmq() {
       --no-install-recommends rabbitmq-server >/dev/null; } \
     || echo "could not install rabbitmq-server: the benchmark's Celery + RabbitMQ peer will fail" >&2
 }
-ensure_rabbitmq
 # The console's browser tests (tests/test_console_browser.py) drive Debian's chromium through
 # Playwright for Python, launched by path; no browser is ever downloaded (`playwright install` is not used).
 ensure_chromium() {
@@ -62,7 +70,6 @@ ensure_chromium() {
       --no-install-recommends chromium >/dev/null; } \
     || echo "could not install chromium: the console's browser tests will be skipped" >&2
 }
-ensure_chromium
 # Only where a JDK is: the jars serve the Java example, and without java the test skips anyway.
 ensure_java_parts() {
   command -v javac >/dev/null 2>&1 || return 0
@@ -76,7 +83,6 @@ ensure_java_parts() {
       --no-install-recommends libmariadb-java libjsonp-java >/dev/null; } \
     || echo "could not install libmariadb-java and libjsonp-java: the Java example test will be skipped" >&2
 }
-ensure_java_parts
 # The Go and PHP examples of docs/procedures.md run in the same test, with Debian's toolchains and
 # drivers: Go builds against golang-github-go-sql-driver-mysql-dev's source when the Go module proxy is
 # out of reach, so nothing is fetched from outside the package registries.
@@ -92,7 +98,20 @@ ensure_go_and_php() {
       --no-install-recommends golang-go golang-github-go-sql-driver-mysql-dev php-cli php-mysql >/dev/null; } \
     || echo "could not install Go and PHP: their example tests will be skipped" >&2
 }
-ensure_go_and_php
+# Django's MySQL backend drives mysqlclient, a C extension built by pip (the `test` extra) against the
+# MariaDB client library: its headers and pkg-config must be here before `pip install` (in demo mode too).
+ensure_mysqlclient_build_parts() {
+  [ -e /usr/include/mariadb/mysql.h ] && command -v pkg-config >/dev/null 2>&1 && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no apt-get: install the MariaDB/MySQL client headers and pkg-config for mysqlclient" >&2
+    return 0
+  fi
+  echo "installing libmariadb-dev and pkg-config for mysqlclient (the Django tests)"
+  { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 \
+      $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+      libmariadb-dev pkg-config >/dev/null; } \
+    || echo "could not install libmariadb-dev: pip cannot build mysqlclient" >&2
+}
 # bench/procedure_costs.py counts the server's instructions per procedure call under valgrind's
 # callgrind (its tiny run is in `make test`).
 ensure_valgrind() {
@@ -106,25 +125,51 @@ ensure_valgrind() {
       --no-install-recommends valgrind >/dev/null; } \
     || echo "could not install valgrind: bench/procedure_costs.py gives server CPU only" >&2
 }
-ensure_valgrind
-if have_server && have_client; then
-  if ! have_cluster_parts && command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1; then
-    echo "installing galera-4, mariadb-backup and socat for the cluster tests"
-    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
-        --no-install-recommends galera-4 mariadb-backup socat >/dev/null; } \
-      || echo "could not install the Galera parts: the cluster tests will be skipped" >&2
+# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/ (the
+# alerting rules' unit tests). The Prometheus service the package may start is left alone.
+ensure_promtool() {
+  command -v promtool >/dev/null 2>&1 && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no promtool and no apt-get: the alerting rules' tests will be skipped" >&2
+    return 0
   fi
-  exit 0
+  echo "installing prometheus (for promtool) from Debian's packages for the alerting rules' tests"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get \
+      -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends prometheus >/dev/null; } \
+    || echo "could not install prometheus: the alerting rules' tests will be skipped" >&2
+}
+# The Galera parts, beside a MariaDB server only (Galera is MariaDB's).
+ensure_cluster_parts() {
+  have_cluster_parts && return 0
+  command -v apt-get >/dev/null 2>&1 && command -v mariadbd >/dev/null 2>&1 || return 0
+  echo "installing galera-4, mariadb-backup and socat for the cluster tests"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      --no-install-recommends galera-4 mariadb-backup socat >/dev/null; } \
+    || echo "could not install the Galera parts: the cluster tests will be skipped" >&2
+}
+ensure_database() {
+  have_server && have_client && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "no mariadbd/mysqld on PATH and no apt-get: install MariaDB 10.6+ or MySQL 8.0+ server and client" >&2
+    exit 1
+  fi
+  echo "installing mariadb-server and mariadb-client from Debian's packages"
+  $SUDO apt-get update -qq
+  # A system service the package may start is left alone: nothing here connects to it.
+  DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends \
+    mariadb-server mariadb-client >/dev/null
+  have_server && have_client
+}
+ensure_database
+# Both modes: the venv every target builds installs the `test` extra, mysqlclient with it.
+ensure_mysqlclient_build_parts
+if [ "$MODE" = test ]; then
+  ensure_redis
+  ensure_rabbitmq
+  ensure_chromium
+  ensure_java_parts
+  ensure_go_and_php
+  ensure_valgrind
+  ensure_promtool
+  ensure_cluster_parts
 fi
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "no mariadbd/mysqld on PATH and no apt-get: install MariaDB 10.6+ or MySQL 8.0+ server and client" >&2
-  exit 1
-fi
-echo "installing mariadb-server and mariadb-client from Debian's packages"
-$SUDO apt-get update -qq
-# A system service the package may start is left alone: nothing here connects to it.
-DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends \
-  mariadb-server mariadb-client >/dev/null
-DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq --no-install-recommends \
-  galera-4 mariadb-backup socat >/dev/null || echo "could not install the Galera parts: the cluster tests will be skipped" >&2
-have_server && have_client

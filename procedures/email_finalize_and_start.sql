@@ -21,21 +21,148 @@ CREATE PROCEDURE email_finalize_and_start(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
+  DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_outcome VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_started VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_own INT DEFAULT NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    CALL email_internal_undo(v_own);
+    BEGIN
+      DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
+      IF v_own = 1 THEN
+        ROLLBACK;
+      ELSEIF v_own = 0 THEN
+        ROLLBACK TO SAVEPOINT email_outbox_call;
+      END IF;
+    END;
     RESIGNAL;
   END;
-  CALL email_internal_step_status(p_outcome, v_outcome);
-  CALL email_internal_begin(v_own);
-  CALL email_internal_finalize('email_finalize_and_start', p_id, p_claim_token, v_outcome,
-    p_provider_message_id, p_error_code, p_error_message, 'delay_seconds', COALESCE(p_delay_seconds, 0), v_to);
-  CALL email_internal_check_claim('email_finalize_and_start: next', p_next_id, p_next_claim_token);
-  CALL email_internal_start(p_next_id, p_next_claim_token, v_started);
-  CALL email_internal_end(v_own);
+  SET v_outcome = CASE CAST(p_outcome AS BINARY)
+                    WHEN 'Sent' THEN 'Sent'
+                    WHEN 'Failed' THEN 'Failed'
+                    WHEN 'Retrying' THEN 'Retrying'
+                    WHEN 'UnknownOutcome' THEN 'UnknownOutcome'
+                    WHEN 'Released' THEN 'Released'
+                    WHEN 'Started' THEN 'Started'
+                  END;
+  BEGIN
+    DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE
+        WHEN p_id IS NULL OR p_id < 1 THEN '45001: id must be a positive integer'
+        WHEN p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters'
+        WHEN v_outcome IS NULL OR v_outcome NOT IN ('Sent', 'Failed', 'Retrying', 'UnknownOutcome', 'Released') THEN
+          '45001: outcome must be Sent, Failed, Retrying, UnknownOutcome or Released'
+        WHEN v_outcome = 'Sent' AND (p_provider_message_id IS NULL OR CHAR_LENGTH(p_provider_message_id) < 1
+                                       OR CHAR_LENGTH(p_provider_message_id) > 191) THEN
+          '45001: provider_message_id must be 1 to 191 characters'
+        WHEN CHAR_LENGTH(p_error_code) > 191 THEN '45001: error_code must be at most 191 characters'
+        WHEN v_outcome IN ('Retrying', 'Failed', 'Released') AND (COALESCE(p_delay_seconds, 0) IS NULL OR COALESCE(p_delay_seconds, 0) < 0 OR COALESCE(p_delay_seconds, 0) > 604800) THEN
+          CONCAT('45001: ', 'delay_seconds', ' must be 0 to 604800')
+      END;
+    IF v_refusal IS NOT NULL THEN
+      BEGIN
+        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_finalize_and_start', SUBSTRING(v_refusal, 6));
+        IF LEFT(v_refusal, 5) = '45007' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        END IF;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+      END;
+    END IF;
+  END;
+  BEGIN
+    DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE WHEN p_next_id IS NULL OR p_next_id < 1 THEN '45001: id must be a positive integer' WHEN p_next_claim_token IS NULL OR CHAR_LENGTH(p_next_claim_token) < 1 OR CHAR_LENGTH(p_next_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters' END;
+    IF v_refusal IS NOT NULL THEN
+      BEGIN
+        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_finalize_and_start: next', SUBSTRING(v_refusal, 6));
+        IF LEFT(v_refusal, 5) = '45007' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        END IF;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+      END;
+    END IF;
+  END;
+  BEGIN
+    DECLARE CONTINUE HANDLER FOR 1568 SET v_own = 0;
+    SET v_own = 1;
+    SET TRANSACTION READ WRITE;
+  END;
+  IF v_own = 1 THEN
+    START TRANSACTION;
+  ELSE
+    SAVEPOINT email_outbox_call;
+  END IF;
+  UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
+     SET a.status = CASE v_outcome
+                      WHEN 'Released' THEN COALESCE(a.claimed_from_status, 'Pending')
+                      WHEN 'Retrying' THEN IF(a.attempt_count + 1 >= a.max_attempts, 'Failed', 'Retrying')
+                      ELSE v_outcome
+                    END,
+         a.next_attempt_at = IF(v_outcome = 'Released' OR (v_outcome = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
+                                v_now + INTERVAL COALESCE(p_delay_seconds, 0) SECOND, a.next_attempt_at),
+         a.last_attempt_at = IF(v_outcome <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
+         a.last_error_code = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), a.last_error_code),
+         a.provider_message_id = IF(v_outcome = 'Sent', p_provider_message_id, a.provider_message_id),
+         a.sent_at = IF(v_outcome = 'Sent', v_now, a.sent_at),
+         a.attempt_count = a.attempt_count + IF(v_outcome <> 'Released', 1, 0),
+         a.claim_token = NULL,
+         a.lease_expires_at = NULL,
+         a.claimed_from_status = NULL,
+         a.reserved_at = NULL,
+         a.row_version = a.row_version + 1,
+         a.updated_at = v_now,
+         a.last_error_message = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), LEFT(p_error_message, 8000), a.last_error_message)
+   WHERE a.id = p_id
+     AND a.claim_token = p_claim_token COLLATE utf8mb4_bin
+     AND a.status = 'Processing'
+     AND (NULL IS NULL OR a.lease_expires_at <= NULL)
+     AND (NULL IS NULL OR v_outcome <> 'Released' OR a.reserved_at IS NOT NULL);
+  IF ROW_COUNT() = 1 THEN
+    -- The audit event from the row just written (its status, its claimant), in one statement.
+    INSERT INTO email_delivery_events
+      (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+    SELECT a.id, v_now, 'Processing', a.status, p_claim_token, COALESCE(NULL, a.claimed_by), SESSION_USER(),
+           COALESCE(NULL, CASE
+             WHEN v_outcome = 'Sent' THEN CONCAT('provider_message_id=', p_provider_message_id)
+             WHEN v_outcome = 'UnknownOutcome' THEN
+               LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(p_error_message, '?')), 2000)
+             WHEN v_outcome = 'Failed' THEN CONCAT('permanent failure: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
+             WHEN v_outcome = 'Retrying' AND a.status = 'Failed' THEN
+               CONCAT('attempts used up: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
+             WHEN v_outcome = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
+             ELSE CONCAT('released, due again in ', COALESCE(p_delay_seconds, 0), 's')
+           END)
+      FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
+     WHERE a.id = p_id;
+    -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed
+    -- from) write a status that depends on the row.
+    IF v_outcome IN ('Sent', 'Failed', 'UnknownOutcome') THEN
+      SET v_to = CASE v_outcome WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' ELSE 'UnknownOutcome' END;
+    ELSE
+      SELECT a.status INTO v_to FROM email_delivery_attempts a FORCE INDEX (PRIMARY) WHERE a.id = p_id;
+    END IF;
+  ELSE
+    SET v_to = NULL;
+  END IF;
+  UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
+     SET a.reserved_at = NULL
+   WHERE a.id = p_next_id
+     AND a.claim_token = p_next_claim_token COLLATE utf8mb4_bin
+     AND a.status = 'Processing'
+     AND a.reserved_at IS NOT NULL
+     AND a.lease_expires_at > v_now
+     AND (a.expires_at IS NULL OR a.expires_at > v_now);
+  IF ROW_COUNT() = 1 THEN
+    SET v_started = 'Processing';
+  ELSE
+    SET v_started = NULL;
+    BEGIN
+      DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
+      CALL email_internal_end_unsent(p_next_id, v_now, 'Expired', NULL, 'start-check', 1, v_from);
+    END;
+  END IF;
+  IF v_own = 1 THEN
+    COMMIT;
+  END IF;
   SELECT IF(v_to IS NULL, 0, 1) AS affected, v_to AS status, IF(v_started IS NULL, 0, 1) AS started;
 END

@@ -1,5 +1,6 @@
--- Internal: the argument rules of every call that names a claimed row (id and claim token), once.
--- p_where names the public procedure in the error, so a caller reads 'email_finalize_sent: ...'.
+-- Internal: the argument rules of every call that names a claimed row (id and claim token), for the
+-- procedures that CALL it. p_where names the public procedure in the error, so a caller reads
+-- 'email_claimed_bodies: ...'.
 CREATE PROCEDURE email_internal_check_claim(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_id BIGINT,
@@ -8,10 +9,17 @@ CREATE PROCEDURE email_internal_check_claim(
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4;
-  IF p_id IS NULL OR p_id < 1 THEN
-    SET v_message = CONCAT(p_where, ': id must be a positive integer');
-    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
-  END IF;
-  CALL email_internal_check_token(p_where, p_claim_token);
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
+  BEGIN
+    DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE WHEN p_id IS NULL OR p_id < 1 THEN '45001: id must be a positive integer' WHEN p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters' END;
+    IF v_refusal IS NOT NULL THEN
+      BEGIN
+        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT(p_where, SUBSTRING(v_refusal, 6));
+        IF LEFT(v_refusal, 5) = '45007' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        END IF;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+      END;
+    END IF;
+  END;
 END

@@ -1,6 +1,5 @@
--- Internal: the claim token's argument rule, once: 1 to 64 characters, else 45007 (invalid_claim).
--- Used by the claim that mints it (email_internal_claim_batch) and, through email_internal_check_claim,
--- by every call that shows it.
+-- Internal: the claim token's argument rule (1 to 64 characters, else 45007, invalid_claim), for the
+-- claim that mints it (email_internal_claim_batch).
 CREATE PROCEDURE email_internal_check_token(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_claim_token TEXT CHARACTER SET utf8mb4
@@ -8,9 +7,17 @@ CREATE PROCEDURE email_internal_check_token(
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
-  DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4;
-  IF p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN
-    SET v_message = CONCAT(p_where, ': claim_token must be 1 to 64 characters');
-    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-  END IF;
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
+  BEGIN
+    DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE WHEN p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters' END;
+    IF v_refusal IS NOT NULL THEN
+      BEGIN
+        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT(p_where, SUBSTRING(v_refusal, 6));
+        IF LEFT(v_refusal, 5) = '45007' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        END IF;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+      END;
+    END IF;
+  END;
 END

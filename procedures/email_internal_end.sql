@@ -6,6 +6,7 @@ CREATE PROCEDURE email_internal_end(
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   IF p_own = 1 THEN
     COMMIT;
   END IF;

@@ -135,6 +135,28 @@ REFUSAL_BY_ERRNO: dict[int, type[InvalidInput]] = {
 }
 
 
+def refusal_from_driver_error(exc: BaseException) -> InvalidInput | None:
+    """The refusal a procedure's SQLSTATE 45000 stands for, from any MySQL driver's error: errno and
+    message are attributes in mysql-connector and args (errno, message) in PyMySQL and mysqlclient, and
+    a framework may wrap it (Django's DatabaseError, SQLAlchemy's DBAPIError: the driver's is the cause).
+    None when the error is not a refusal."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        errno = getattr(current, "errno", None)
+        message = getattr(current, "msg", None)
+        args: tuple[object, ...] = tuple(getattr(current, "args", ()))
+        if not isinstance(errno, int) and len(args) >= 2 and isinstance(args[0], int):
+            errno, message = args[0], str(args[1])
+        if isinstance(errno, int) and errno < 0:  # PyMySQL reads the errno as a signed 16-bit number
+            errno += 1 << 16
+        if isinstance(errno, int) and errno in REFUSAL_BY_ERRNO:
+            return REFUSAL_BY_ERRNO[errno](str(message or current))
+        current = getattr(current, "orig", None) or current.__cause__
+    return None
+
+
 def refusal_name(cls: type[InvalidInput]) -> str:
     """The class's name as the Errors table spells it for every language: InvalidAddress -> invalid_address."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()

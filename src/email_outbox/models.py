@@ -71,6 +71,15 @@ class RetentionBatch:
 
 
 @dataclass(frozen=True)
+class RetentionRuns:
+    """email_retention_last_run: when retention last finished and last started (database clock, UTC)."""
+
+    last_finished_at: datetime | None
+    last_started_at: datetime | None
+    database_now: datetime
+
+
+@dataclass(frozen=True)
 class Erasure:
     """What email_erase_address changed; `processing` rows were left for a rerun."""
 

@@ -12,7 +12,7 @@ import argparse
 import re
 from pathlib import Path
 
-from email_outbox.schema.routines import ProcedureFile, load_procedures
+from email_outbox.procedure_files import ProcedureFile, load_procedures
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "procedures.md"
 START = "<!-- index:start (generated from procedures/ by python -m email_outbox_devtools.procedure_index --write) -->"

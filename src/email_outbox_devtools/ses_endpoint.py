@@ -9,7 +9,11 @@ MessageId, and an error status with no SES error in it (a load balancer's HTML p
 
 Control, for tests in other processes: GET /_control/accepted, PUT /_control/faults (a JSON list of
 rules, replacing the current ones), POST /_control/reset, POST /_control/release (let held sends go),
-GET and PUT /_control/quota (the account quota, its throttled count; see ses_quota).
+GET and PUT /_control/quota (the account quota, its throttled count, a sandbox account; see
+ses_quota), GET and PUT /_control/outage ({"kind": "503"}, {"kind": "refused"}, {"kind": null} ends it).
+The control paths are served on the endpoint's port, and on a control port of their own when one is
+asked for (`control_port`): a "refused" outage closes the endpoint's port, so only the control port
+can end it.
 
 An outage, in this process (SesEndpoint.outage): `"503"` answers every SendEmail 503
 ServiceUnavailable; `"refused"` stops listening and closes every idle connection, so a client's next
@@ -30,6 +34,7 @@ import struct
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -105,6 +110,11 @@ class EndpointState:
     released: threading.Event = field(default_factory=threading.Event)
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     quota: AccountQuota = field(default_factory=AccountQuota)
+    # Set by SesEndpoint: start, change or end an outage (PUT /_control/outage); the current one.
+    set_outage: Callable[[str | None], None] | None = None
+    outage: Callable[[], str | None] = lambda: None
+    # True where a "refused" outage may be started from: a control port of its own stays open.
+    can_refuse: bool = False
 
     def pick_rule(self, recipient: str) -> FaultRule | None:
         with self.lock:
@@ -157,8 +167,9 @@ class _Handler(BaseHTTPRequestHandler):
         # Headers and body leave in two writes; with Nagle on, the body waits for the client's delayed
         # ACK (40 ms on Linux), which capped every sender at about 20 requests/s per connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self.server.state.lock:
-            self.server.state.connections.add(self.connection)
+        if not self.server.is_control:
+            with self.server.state.lock:
+                self.server.state.connections.add(self.connection)
 
     def finish(self) -> None:
         with self.server.state.lock:
@@ -206,6 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"ok": True, "requests": state.requests})
         elif self.path == "/_control/quota":
             self._json(200, state.quota.describe())
+        elif self.path == "/_control/outage":
+            self._json(200, {"kind": state.outage()})
         elif self.path == GET_ACCOUNT_PATH:
             if "Authorization" not in self.headers:
                 self._error(403, "AccessDeniedException", "request is not signed")
@@ -218,8 +231,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self) -> None:
         if self.path == "/_control/quota":
-            self.server.state.quota.configure(json.loads(self._body() or b"{}"))
+            try:
+                self.server.state.quota.configure(json.loads(self._body() or b"{}"))
+            except (ValueError, TypeError) as exc:
+                self._error(400, "BadRequestException", str(exc))
+                return
             self._json(200, self.server.state.quota.describe())
+            return
+        if self.path == "/_control/outage":
+            self._put_outage()
             return
         if self.path != "/_control/faults":
             self._error(404, "NotFoundException", f"no route {self.path}")
@@ -228,6 +248,26 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.state.lock:
             self.server.state.rules = rules
         self._json(200, {"rules": len(rules)})
+
+    def _put_outage(self) -> None:
+        state = self.server.state
+        try:
+            kind = json.loads(self._body() or b"{}").get("kind")
+        except (ValueError, AttributeError):
+            self._error(
+                400, "BadRequestException", 'send {"kind": "503"}, {"kind": "refused"} or {"kind": null}'
+            )
+            return
+        if kind not in (*OUTAGE_KINDS, None) or state.set_outage is None:
+            self._error(400, "BadRequestException", f"kind must be one of {', '.join(OUTAGE_KINDS)} or null")
+            return
+        if kind == "refused" and not state.can_refuse:
+            self._error(
+                409, "ConflictException", "a refused outage needs the control port (SesEndpoint control_port)"
+            )
+            return
+        state.set_outage(kind)
+        self._json(200, {"kind": kind})
 
     def do_POST(self) -> None:
         state = self.server.state
@@ -309,6 +349,8 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
     state: EndpointState
+    # The control port: an outage leaves its connections open.
+    is_control = False
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that gave up (its read timeout) or was killed mid-request is part of the job.
@@ -326,12 +368,21 @@ OUTAGE_RULE = FaultRule("error", status=503, code="ServiceUnavailable")
 class SesEndpoint:
     """The endpoint in a background thread of this process."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", control_port: int | None = None) -> None:
         self.server = _Server((host, port), _Handler)
         self.server.state = EndpointState()
         self.thread = threading.Thread(target=self.server.serve_forever, name="ses-endpoint", daemon=True)
         self.outage_kind: str | None = None
         self._address = self.server.server_address[:2]
+        self.state.set_outage = self.outage
+        self.state.outage = lambda: self.outage_kind
+        # The control paths on a port a "refused" outage leaves open (None: no such port).
+        self.control: _Server | None = None
+        if control_port is not None:
+            self.control = _Server((host, control_port), _Handler)
+            self.control.state = self.state
+            self.control.is_control = True
+            self.state.can_refuse = True
 
     @property
     def state(self) -> EndpointState:
@@ -339,11 +390,22 @@ class SesEndpoint:
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
+        host, port = self._address
+        return f"http://{host!s}:{port}"
+
+    @property
+    def control_url(self) -> str:
+        """Where the control paths stay reachable through every outage (the endpoint's own URL when
+        no control port was asked for)."""
+        if self.control is None:
+            return self.url
+        host, port = self.control.server_address[:2]
         return f"http://{host!s}:{port}"
 
     def start(self) -> SesEndpoint:
         self.thread.start()
+        if self.control is not None:
+            threading.Thread(target=self.control.serve_forever, name="ses-control", daemon=True).start()
         return self
 
     def stop(self) -> None:
@@ -351,6 +413,9 @@ class SesEndpoint:
         if self.outage_kind != "refused":
             self.server.shutdown()
             self.server.server_close()
+        if self.control is not None:
+            self.control.shutdown()
+            self.control.server_close()
 
     def set_faults(self, *rules: FaultRule) -> None:
         with self.state.lock:
@@ -395,7 +460,7 @@ class SesEndpoint:
             return sum(1 for t in self.state.request_times if start <= t < end)
 
     def set_quota(self, **settings: Any) -> None:
-        """max_send_rate, max_24_hour_send, sent_before, get_account ("allow" or "deny")."""
+        """max_send_rate, max_24_hour_send, sent_before, get_account ("allow" or "deny"), sandbox."""
         self.state.quota.configure(settings)
 
     def accepted(self) -> list[AcceptedMessage]:

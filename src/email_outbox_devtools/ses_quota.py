@@ -5,7 +5,9 @@ TooManyRequestsException) and is not accepted.
 
 The default is large enough never to hold a test or a benchmark back; a test, the demo or
 `--max-send-rate`/`--max-24-hour-send` set a real one. `get_account` = "deny" answers GetAccount with
-403 AccessDeniedException, as for a role without ses:GetAccount.
+403 AccessDeniedException, as for a role without ses:GetAccount. `sandbox` = true answers GetAccount as
+an account still in the SES sandbox (ProductionAccessEnabled false), with the sandbox's quota of 1
+send a second and 200 a day unless the same call sets others.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from typing import Any
 DAY_SECONDS = 86400.0
 RATE_EXCEEDED = "Maximum sending rate exceeded."
 DAILY_EXCEEDED = "Daily message quota exceeded."
+# What SES gives an account in the sandbox.
+SANDBOX_SEND_RATE = 1.0
+SANDBOX_24_HOUR_SEND = 200.0
 
 
 @dataclass
@@ -28,6 +33,7 @@ class AccountQuota:
     # Sent in the last 24 hours before this endpoint's own sends (a test starts a day part used).
     sent_before: int = 0
     get_account: str = "allow"  # or "deny"
+    sandbox: bool = False
     throttled: int = 0
     _tokens: float = -1.0  # -1: full, set on first use
     _stamp: float = 0.0
@@ -36,12 +42,25 @@ class AccountQuota:
 
     def configure(self, settings: dict[str, Any]) -> None:
         """Replace the quota (the bucket starts full again); the sends already counted stay."""
+        unknown = set(settings) - {
+            "max_send_rate",
+            "max_24_hour_send",
+            "sent_before",
+            "get_account",
+            "sandbox",
+        }
+        if unknown:
+            raise ValueError(f"unknown quota settings: {', '.join(sorted(unknown))}")
+        if settings.get("get_account", "allow") not in ("allow", "deny"):
+            raise ValueError("get_account must be allow or deny")
+        if not isinstance(settings.get("sandbox", False), bool):
+            raise ValueError("sandbox must be true or false")
         with self.lock:
-            for name in ("max_send_rate", "max_24_hour_send", "sent_before", "get_account"):
+            if settings.get("sandbox"):
+                self.max_send_rate, self.max_24_hour_send = SANDBOX_SEND_RATE, SANDBOX_24_HOUR_SEND
+            for name in ("max_send_rate", "max_24_hour_send", "sent_before", "get_account", "sandbox"):
                 if name in settings:
                     setattr(self, name, type(getattr(self, name))(settings[name]))
-            if self.get_account not in ("allow", "deny"):
-                raise ValueError("get_account must be allow or deny")
             self._tokens = -1.0
 
     def reset(self) -> None:
@@ -86,7 +105,7 @@ class AccountQuota:
         return {
             "DedicatedIpAutoWarmupEnabled": False,
             "EnforcementStatus": "HEALTHY",
-            "ProductionAccessEnabled": True,
+            "ProductionAccessEnabled": not self.sandbox,
             "SendingEnabled": True,
             "SendQuota": {
                 "Max24HourSend": self.max_24_hour_send,
@@ -101,5 +120,6 @@ class AccountQuota:
             "max_24_hour_send": self.max_24_hour_send,
             "sent_last_24_hours": self.sent_last_24_hours(),
             "get_account": self.get_account,
+            "sandbox": self.sandbox,
             "throttled": self.throttled,
         }

@@ -9,7 +9,7 @@ import pytest
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidInput
 from email_outbox.models import Status
-from email_outbox.schema.routines import parameter_names
+from email_outbox.procedure_files import parameter_names
 from tests.conftest import db_now, set_clock
 from tests.support.helpers import enqueue_many, scalar, token
 
@@ -275,10 +275,9 @@ BAD_CALLS = [
     ("email_resolve_unknown_outcome", (1, "sent", "op", "why", None), "outcome"),
     ("email_resolve_unknown_outcome", (1, "Sent", None, "why", None), "resolved_by"),
     ("email_resolve_unknown_outcome", (1, "Sent", "op", None, None), "reason"),
-    ("email_purge_bodies", (-1, 10), "older_than_days"),
+    ("email_purge_bodies_after", (-1, 0, 10), "older_than_days"),
     ("email_purge_bodies_after", (1, -1, 10), "after_id"),
     ("email_purge_bodies_after", (1, 0, 0), "limit"),
-    ("email_purge_bodies", (1, 0), "limit"),
 ]
 
 

@@ -109,3 +109,19 @@ def test_inside_the_callers_transaction_it_rolls_back_with_it(repo: OutboxReposi
     assert (
         scalar(repo, "SELECT reserved_at FROM email_delivery_attempts WHERE id = %s", (a_next,)) is not None
     )
+
+
+def test_the_send_path_is_one_call_with_no_nested_call(repo: OutboxRepository) -> None:
+    """What a worker calls after each send while sends are slow runs flat (issue 36): the finalize and
+    the next start mark land in the one CALL the worker makes, with no procedure called inside it."""
+    first, reserved, t = sent_and_reserved(repo)
+    with repo._cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
+        before = int(cursor.fetchall()[0]["Value"])
+    result, started = repo.finalize_and_start(
+        FinalizeItem(first, t, "Sent", provider_message_id="m"), reserved, t
+    )
+    with repo._cursor() as cursor:
+        cursor.execute("SHOW SESSION STATUS LIKE 'Com_call_procedure'")
+        assert int(cursor.fetchall()[0]["Value"]) - before == 1
+    assert (result.affected, result.status, started) == (1, Status.SENT, True)

@@ -391,7 +391,6 @@ def _call_columns(repo: OutboxRepository, sql: str, args: tuple[object, ...]) ->
     [
         ("email_claim_batch", ()),
         ("email_claim_batch_bounded", (1 << 20,)),
-        ("email_claim_batch_v2", (1 << 20,)),
         ("email_reserve_batch", (1 << 20,)),
     ],
 )

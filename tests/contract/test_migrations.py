@@ -20,9 +20,9 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository, connect
 from email_outbox.errors import MigrationError
 from email_outbox.models import Status
+from email_outbox.procedure_files import load_procedures, migrations_dir, procedures_dir
 from email_outbox.schema.migrate import migrate
-from email_outbox.schema.paths import migrations_dir, procedures_dir
-from email_outbox.schema.routines import check_drift, load_procedures
+from email_outbox.schema.routines import check_drift
 from tests.support.harness import TestServer
 
 CLI = [sys.executable, "-m", "email_outbox.cli"]
@@ -383,13 +383,13 @@ def test_upgrade_with_old_triggers_names_the_setting_before_changing_anything(tm
 PRE_0009 = Path(__file__).parent / "pre_0009"
 
 
-def test_upgrade_to_0009_keeps_rows_and_old_names_and_retires_the_internal_claim(
+def test_upgrade_from_before_0009_keeps_rows_and_retires_the_old_names(
     fresh_dsn: DatabaseDsn,
 ) -> None:
     """An installation from before 0009 (its claim procedures as they were: tests/contract/pre_0009,
     the internal email_internal_claim_v2 among them, none of the new names) upgrades with `migrate`:
-    its rows stay and are claimed in the one row shape, the deprecated names keep working, and
-    email_internal_claim_v2 is gone."""
+    its rows stay and are claimed in the one row shape, email_internal_claim_v2 is gone (0009), and so
+    are the names 0.1.0 deprecated (0016)."""
     from email_outbox import Message, enqueue_message
     from email_outbox.schema.routines import sync_procedures
 
@@ -407,7 +407,9 @@ def test_upgrade_to_0009_keeps_rows_and_old_names_and_retires_the_internal_claim
     conn = connect(fresh_dsn)
     try:
         cur = conn.cursor()
-        cur.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0009_one_claim_shape'")
+        cur.execute(
+            "DELETE FROM _yoyo_migration WHERE migration_id IN ('0009_one_claim_shape', '0016_flat_send_path')"
+        )
         for name in (
             "email_claim_batch_bounded",
             "email_internal_claim_rows",
@@ -424,23 +426,26 @@ def test_upgrade_to_0009_keeps_rows_and_old_names_and_retires_the_internal_claim
     assert "0009_one_claim_shape" in report.applied
     routines = _routines(fresh_dsn)
     assert "email_internal_claim_v2" not in routines, "the renamed internal procedure is retired"
-    assert {"email_claim_batch_bounded", "email_claim_batch_v2", "email_purge_bodies"} <= set(routines)
+    assert "email_claim_batch_bounded" in routines
+    assert not {"email_claim_batch_v2", "email_purge_bodies"} & set(routines), (
+        "0.1.0's deprecated names retired"
+    )
     assert _drift(fresh_dsn).clean  # type: ignore[attr-defined]
 
     repo = OutboxRepository.open(fresh_dsn)
     try:
         cursor = repo.connection.cursor(dictionary=True)
         cursor.execute(
-            "CALL email_claim_batch_v2(%s, %s, %s, %s, %s)", (uuid.uuid4().hex, "old-worker", 60, 1, 0)
+            "CALL email_claim_batch_bounded(%s, %s, %s, %s, %s)", (uuid.uuid4().hex, "old-worker", 60, 1, 0)
         )
         (old_name,) = cursor.fetchall()
         while cursor.nextset():
             pass
-        assert old_name["id"] == whole and old_name["text_body"] is None, "the deprecated name, as it was"
+        assert old_name["id"] == whole and old_name["text_body"] is None, "the bounded claim, as it was"
         assert '"c@example.com"' in old_name["message_options"]
         (claimed,) = repo.claim_batch(uuid.uuid4().hex, "new-worker", 60, 10)
         assert claimed.id == plain and claimed.message_options is None and claimed.text_body == "t"
-        assert repo.purge_bodies(0, 10) == 0, "the deprecated purge name answers"
+        assert repo.purge_bodies(0, 10) == 0, "the keyset purge answers"
         assert repo.get_row(whole).status is Status.PROCESSING
     finally:
         repo.close()

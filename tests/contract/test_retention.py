@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import timedelta
+import threading
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import mysql.connector
@@ -458,3 +459,29 @@ def test_other_roles_may_not_run_retention_or_erasure(
         finally:
             conn.close()
     assert int(scalar(repo, "SELECT COUNT(*) FROM email_retention_runs")) == 0
+
+
+def test_last_run_says_when_retention_last_finished_and_the_workers_gauge_shows_it(
+    repo: OutboxRepository,
+) -> None:
+    from email_outbox.worker.metrics import QueueSampler, _queue_metrics
+
+    never = repo.retention_last_run()
+    assert never.last_finished_at is None and never.last_started_at is None
+    # A run left unfinished (its batch said `more`) has started but not finished.
+    for n in range(2):
+        make_history(repo, days_ago(repo, 40), f"last-run-{n}")
+    first = repo.retention(30, None, 1, "retention-test")
+    assert first.more
+    started = repo.retention_last_run()
+    assert started.last_started_at is not None and started.last_finished_at is None
+    run_retention(repo, 30)
+    done = repo.retention_last_run()
+    assert done.last_finished_at is not None
+    assert abs((done.database_now - done.last_finished_at).total_seconds()) < 60
+
+    sampler = QueueSampler(lambda: repo, 60, threading.Event())
+    sampler.sample(repo)
+    gauges = {m.name: m.samples[0].value for m in _queue_metrics(sampler.latest, 0.0) if m.samples}
+    expected = done.last_finished_at.replace(tzinfo=UTC).timestamp()
+    assert gauges["email_outbox_retention_last_finished_timestamp_seconds"] == pytest.approx(expected)

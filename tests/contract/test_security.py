@@ -78,7 +78,7 @@ def test_worker_account_runs_the_worker_and_nothing_else(
     refused(
         worker, "CALL email_enqueue('n', 'a@b.c', NULL, 's', 't', NULL, NULL, NULL)", ER_PROCACCESS_DENIED
     )
-    refused(worker, "CALL email_purge_bodies(1, 10)", ER_PROCACCESS_DENIED)
+    refused(worker, "CALL email_purge_bodies_after(1, 0, 10)", ER_PROCACCESS_DENIED)
 
     # The allowed calls: a real worker process on this account delivers a batch end to end.
     enqueue_many(repo, 20, prefix="least")

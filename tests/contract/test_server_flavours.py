@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from email_outbox.procedure_files import load_procedures, procedures_dir
 from email_outbox.schema.grants import Account, apply_grants
-from email_outbox.schema.paths import procedures_dir
-from email_outbox.schema.routines import load_procedures, sync_procedures
+from email_outbox.schema.routines import sync_procedures
 
 
 class RecordingCursor:

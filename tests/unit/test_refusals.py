@@ -12,8 +12,8 @@ import pytest
 
 from email_outbox.db.connection import translate_error
 from email_outbox.errors import REFUSAL_BY_ERRNO, REFUSALS, InvalidInput, refusal_name
+from email_outbox.procedure_files import load_procedures
 from email_outbox.schema.refusals import errors_table, raised_by, signals
-from email_outbox.schema.routines import load_procedures
 
 ROOT = Path(__file__).resolve().parents[2]
 REGENERATE = "regenerate it: python -m email_outbox.schema.refusals, pasted over the table"

@@ -11,8 +11,9 @@ from botocore import exceptions as bx
 
 from email_outbox.errors import ConfigError
 from email_outbox.ses.classify import Outcome, classify_exception, classify_response
+from email_outbox.ses.settings import aws_region
 from email_outbox.worker.backoff import backoff_ceiling, retry_delay_seconds
-from email_outbox.worker.config import aws_region, load_config
+from email_outbox.worker.config import load_config
 
 DSN = "mysql://u:p@127.0.0.1:3306/db"
 
@@ -141,7 +142,7 @@ def test_every_setting_is_declared_once_and_the_readme_table_is_generated_from_i
 
 def test_procedure_arguments_bind_by_the_names_in_procedures() -> None:
     from email_outbox.db.repository import OutboxRepository
-    from email_outbox.schema.routines import parameter_names
+    from email_outbox.procedure_files import parameter_names
 
     assert parameter_names("email_finalize_sent") == ("id", "claim_token", "provider_message_id")
     repo = OutboxRepository(None)  # type: ignore[arg-type]  # refused before any connection is used

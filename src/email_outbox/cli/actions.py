@@ -11,18 +11,13 @@ from email_outbox.cli.common import (
     EXIT_OK,
     add_dsn,
     open_repository,
-    parse_duration,
     parse_since,
 )
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import visible, when
 from email_outbox.errors import InvalidInput, NotFound
 from email_outbox.models import Status
-
-REQUEUE_WARNING = (
-    "warning: a requeued email may reach the recipient twice if SES accepted the earlier attempt;"
-    " check SES first (docs/operations.md)"
-)
+from email_outbox.operator_text import REQUEUE_WARNING, parse_duration
 
 
 def _confirm(question: str, assume_yes: bool) -> bool:

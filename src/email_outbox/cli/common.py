@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -11,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from email_outbox.db.dsn import DatabaseDsn, resolve_dsn_text
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import ConfigError, InvalidInput
+from email_outbox.operator_text import is_duration, parse_duration
 
 EXIT_OK, EXIT_NOTHING, EXIT_USAGE = 0, 1, 2
 # Done in part, the rest refused for now (`erase` found rows a worker is sending): run it again later.
@@ -49,22 +49,12 @@ def open_repository(args: argparse.Namespace) -> Iterator[OutboxRepository]:
         repo.close()
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 DAY_SECONDS = 86_400
-
-
-def parse_duration(text: str) -> float:
-    """'90s', '15m', '2h', '7d', '1w', or plain seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise InvalidInput(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 7d)")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2) or "s"]
 
 
 def parse_since(text: str, now: datetime) -> datetime:
     """An ISO time (UTC when no offset is given) or a duration back from the database clock."""
-    if _DURATION.match(text):
+    if is_duration(text):
         return now - timedelta(seconds=parse_duration(text))
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))

@@ -15,12 +15,12 @@ from email_outbox.cli.common import (
     EXIT_OK,
     add_dsn,
     open_repository,
-    parse_duration,
     parse_since,
 )
 from email_outbox.display import age, error_line, print_json, short, table, visible, when
 from email_outbox.errors import InvalidInput
 from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
+from email_outbox.operator_text import parse_duration
 from email_outbox.ses import PROVIDER
 
 

@@ -15,8 +15,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from email_outbox.cli.actions import REQUEUE_WARNING
-from email_outbox.cli.common import parse_duration
 from email_outbox.console.data import ConsoleReads
 from email_outbox.console.security import CsrfTokens
 from email_outbox.console.views import (
@@ -30,6 +28,7 @@ from email_outbox.console.views import (
 )
 from email_outbox.errors import InvalidInput, OutboxError, WrongState
 from email_outbox.models import Status
+from email_outbox.operator_text import REQUEUE_WARNING, parse_duration
 
 log = logging.getLogger("email_outbox.console")
 

@@ -16,6 +16,7 @@ from email_outbox.models import (
     RedriveBatch,
     RetentionBatch,
     RetentionPreview,
+    RetentionRuns,
     Status,
     StatusCount,
 )
@@ -220,6 +221,11 @@ class OperatorCalls(Calls):
         return RetentionPreview(
             int(row["would_delete"]), int(row["under_a_day_old"]), row["oldest_final_at"], row["cutoff"]
         )
+
+    def retention_last_run(self) -> RetentionRuns:
+        """email_retention_last_run: when retention last finished and last started."""
+        row = self._call("email_retention_last_run")[0]
+        return RetentionRuns(row["last_finished_at"], row["last_started_at"], row["database_now"])
 
     def retention(
         self, older_than_days: int, keep_ids_days: int | None, batch_size: int, actor: str

@@ -35,7 +35,7 @@ from email_outbox.models import (
     Status,
     optional_id,
 )
-from email_outbox.schema.routines import parameter_names
+from email_outbox.procedure_files import parameter_names
 
 
 def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None) -> ClaimedEmail:

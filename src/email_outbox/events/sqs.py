@@ -23,7 +23,7 @@ from email_outbox import failpoints
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import DatabaseUnavailable, OutboxError
 from email_outbox.events.ingest import Ingestor, Tally
-from email_outbox.worker.config import aws_region
+from email_outbox.ses.settings import aws_region
 
 log = logging.getLogger("email_outbox.events")
 

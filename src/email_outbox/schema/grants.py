@@ -22,7 +22,6 @@ WORKER_PROCEDURES = (
     "email_claim_batch",
     "email_claim_batch_bounded",
     # Deprecated (the old name of email_claim_batch_bounded): granted for this release only.
-    "email_claim_batch_v2",
     "email_reserve_batch",
     "email_start_send",
     "email_claimed_bodies",
@@ -37,9 +36,11 @@ WORKER_PROCEDURES = (
     "email_release_claim",
     "email_finalize_batch",
     "email_finalize_and_start",
-    # The queue-depth gauge of /metrics, and its count of emails failed unsent (expired, cancelled).
+    # The queue-depth gauge of /metrics, its count of emails failed unsent (expired, cancelled), and
+    # when retention last finished (the alert on retention not run).
     "email_outbox_queue_stats",
     "email_unsent_failure_stats",
+    "email_retention_last_run",
     # The start-up check that the default sender is allowed.
     "email_sender_allowed",
     # The provider breaker shared by every replica (docs/design.md, "Provider outages").
@@ -66,7 +67,6 @@ OPERATOR_PROCEDURES = (
     "email_outbox_queue_stats",
     "email_purge_bodies_after",
     # Deprecated (email_purge_bodies_after with after_id 0): granted for this release only.
-    "email_purge_bodies",
     "email_sweep_stale_leases",
     # `email-outbox enqueue`, the ad-hoc send, and `enqueue --json`.
     "email_enqueue",
@@ -94,6 +94,7 @@ OPERATOR_PROCEDURES = (
     # is closed by a person at once, not after the next probe.
     "email_breaker_close",
     "email_unsent_failure_stats",
+    "email_retention_last_run",
     # The send rate and daily quota of `status` and the console.
     "email_send_rate_status",
 )

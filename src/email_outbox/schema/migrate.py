@@ -15,8 +15,8 @@ from yoyo.migrations import MigrationList
 from email_outbox.db.connection import first_ready
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
+from email_outbox.procedure_files import migrations_dir
 from email_outbox.schema.migration_lock import MigrationLock, read_your_writes
-from email_outbox.schema.paths import migrations_dir
 from email_outbox.schema.routines import DriftReport, check_drift
 
 

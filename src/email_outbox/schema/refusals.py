@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from email_outbox.errors import REFUSALS, InvalidArgument, InvalidInput, UnsafeText, refusal_name
-from email_outbox.schema.routines import ProcedureFile, _split_top_level, load_procedures
+from email_outbox.procedure_files import ProcedureFile, load_procedures, split_top_level
 
 INTERNAL_PREFIX = "email_internal_"
 
@@ -74,7 +74,7 @@ def _calls(proc: ProcedureFile) -> list[tuple[str, list[str]]]:
         while depth and index < len(code):
             depth += {"(": 1, ")": -1}.get(code[index], 0)
             index += 1
-        found.append((match.group("name"), _split_top_level(code[match.end() : index - 1])))
+        found.append((match.group("name"), split_top_level(code[match.end() : index - 1])))
     return found
 
 

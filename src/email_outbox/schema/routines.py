@@ -6,14 +6,13 @@ execute, so no client-side statement splitter ever sees a procedure body.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from email_outbox.schema.paths import procedures_dir
+from email_outbox.procedure_files import HEADER, Parameter, ProcedureFile, load_procedures
 
 # Procedures keep the sql_mode and character set in force when they were created. Install with known
 # ones, so a server's or a DBA's session settings never change how the contract behaves.
@@ -21,28 +20,10 @@ INSTALL_SQL_MODE = (
     "STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
 )
 
-_HEADER = re.compile(r"\bCREATE\s+PROCEDURE\s+`?(\w+)`?\s*\(", re.IGNORECASE)
-
 
 class Cursor(Protocol):
     def execute(self, operation: str, params: Any = ...) -> Any: ...
     def fetchall(self) -> Any: ...
-
-
-@dataclass(frozen=True)
-class Parameter:
-    mode: str
-    name: str
-    data_type: str
-
-
-@dataclass(frozen=True)
-class ProcedureFile:
-    name: str
-    parameters: tuple[Parameter, ...]
-    body: str
-    text: str
-    path: Path
 
 
 @dataclass
@@ -62,68 +43,6 @@ class DriftReport:
         lines = [f"missing: {name}" for name in self.missing]
         lines += [f"differs: {name} ({why})" for name, why in sorted(self.changed.items())]
         return "; ".join(lines)
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    if "".join(current).strip():
-        parts.append("".join(current))
-    return [p.strip() for p in parts]
-
-
-def parse_procedure(path: Path) -> ProcedureFile:
-    text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
-    match = _HEADER.search(text)
-    if not match:
-        raise ValueError(f"{path}: no CREATE PROCEDURE")
-    if len(_HEADER.findall(text)) != 1:
-        raise ValueError(f"{path}: exactly one CREATE PROCEDURE per file")
-    name = match.group(1)
-    if name != path.stem:
-        raise ValueError(f"{path}: file name must be the procedure name ({name})")
-    start = match.end()
-    depth, index = 1, start
-    while depth:
-        if text[index] == "(":
-            depth += 1
-        elif text[index] == ")":
-            depth -= 1
-        index += 1
-    params = []
-    for raw in _split_top_level(text[start : index - 1]):
-        words = raw.split()
-        if words[0].upper() not in ("IN", "OUT", "INOUT"):
-            raise ValueError(f"{path}: parameter '{raw}' must start with IN, OUT or INOUT")
-        params.append(Parameter(words[0].upper(), words[1], re.split(r"[\s(]", words[2])[0].lower()))
-    body_match = re.search(r"^BEGIN$", text[index:], re.MULTILINE)
-    if not body_match:
-        raise ValueError(f"{path}: the body must start with a line holding only BEGIN")
-    body = text[index + body_match.start() :].strip()
-    return ProcedureFile(name, tuple(params), body, text, path)
-
-
-@functools.cache
-def parameter_names(procedure: str) -> tuple[str, ...]:
-    """The parameters of `procedure` as its file declares them, in order, without the `p_` prefix."""
-    path = procedures_dir() / f"{procedure}.sql"
-    return tuple(p.name.removeprefix("p_") for p in parse_procedure(path).parameters)
-
-
-def load_procedures(directory: Path | None = None) -> list[ProcedureFile]:
-    directory = directory or procedures_dir()
-    return [parse_procedure(path) for path in sorted(directory.glob("*.sql"))]
 
 
 def _is_mariadb(cursor: Cursor) -> bool:
@@ -222,7 +141,7 @@ def sync_procedures(
                 continue
             if mariadb:
                 cursor.execute(
-                    _HEADER.sub(lambda m: f"CREATE OR REPLACE PROCEDURE {m.group(1)}(", proc.text, 1)
+                    HEADER.sub(lambda m: f"CREATE OR REPLACE PROCEDURE {m.group(1)}(", proc.text, 1)
                 )
             else:
                 cursor.execute(f"DROP PROCEDURE IF EXISTS {proc.name}")

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from email_outbox.worker.config import WorkerConfig
+from email_outbox.ses.sender import make_client
+from email_outbox.ses.settings import SesSettings
 
 
 class AccountUnreadable(Exception):
@@ -32,11 +33,7 @@ class SesAccount:
         self.client = client
 
     @classmethod
-    def for_config(cls, config: WorkerConfig) -> SesAccount:
-        # Imported here: the sender imports email_outbox.worker.config, whose package imports this
-        # module, so a module-level import fails whenever the sender is imported first.
-        from email_outbox.ses.sender import make_client
-
+    def for_config(cls, config: SesSettings) -> SesAccount:
         return cls(make_client(config))
 
     def read(self) -> AccountQuota:

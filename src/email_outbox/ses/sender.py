@@ -22,12 +22,12 @@ from botocore.config import Config
 from email_outbox.models import Attachment, ClaimedEmail
 from email_outbox.ses.classify import Decision, Outcome, classify_exception, classify_response
 from email_outbox.ses.lean_client import LeanSesClient
-from email_outbox.worker.config import WorkerConfig, aws_region
+from email_outbox.ses.settings import SesSettings, aws_region
 
 OUTBOX_ID_TAG = "outbox_id"
 
 
-def make_client(config: WorkerConfig, session: boto3.session.Session | None = None) -> Any:
+def make_client(config: SesSettings, session: boto3.session.Session | None = None) -> Any:
     botocore_config = Config(
         retries={"total_max_attempts": 1, "mode": "standard"},
         connect_timeout=config.ses_connect_timeout,
@@ -40,7 +40,7 @@ def make_client(config: WorkerConfig, session: boto3.session.Session | None = No
     return session.client("sesv2", region_name=aws_region(), config=botocore_config)
 
 
-def make_send_client(config: WorkerConfig) -> Any:
+def make_send_client(config: SesSettings) -> Any:
     """The client SendEmail goes through: the setting `ses_client` picks lean or boto3."""
     if config.ses_client == "boto3":
         return make_client(config)
@@ -182,7 +182,7 @@ def simple_content_carries_everything(client: Any) -> bool:
 class SesSender:
     """Sends one claimed email and says what happened; never raises for a provider outcome."""
 
-    def __init__(self, config: WorkerConfig, client: Any | None = None) -> None:
+    def __init__(self, config: SesSettings, client: Any | None = None) -> None:
         self.config = config
         self.client = client if client is not None else make_send_client(config)
         self.simple_ok = simple_content_carries_everything(self.client)

@@ -10,10 +10,10 @@ from typing import Any
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.errors import ConfigError
+from email_outbox.ses.settings import SES_CLIENTS
 
 ENV_PREFIX = "EMAIL_OUTBOX_"
 LOG_LEVELS = ("debug", "info", "warning", "error")
-SES_CLIENTS = ("lean", "boto3")
 
 
 def _meta(env: str, parse: Any, help: str) -> dict[str, Any]:
@@ -368,9 +368,3 @@ def validate(c: WorkerConfig) -> None:
         1048576 <= c.body_memory_bytes <= 2**40,
         f"{env_name('body_memory_bytes')} must be at least 1048576 (1 MiB)",
     )
-
-
-def aws_region(environ: Mapping[str, str] | None = None) -> str | None:
-    """boto3 reads only AWS_DEFAULT_REGION; many platforms set only AWS_REGION. Honour both."""
-    environ = os.environ if environ is None else environ
-    return environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION") or None

@@ -30,7 +30,7 @@ from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import PAUSED_DAILY_QUOTA, RateSlice
 from email_outbox.errors import AccessDenied, OutboxError
 from email_outbox.metrics_server import MetricsServer
-from email_outbox.models import Status, StatusCount
+from email_outbox.models import RetentionRuns, Status, StatusCount
 from email_outbox.worker.stats import Distribution, WorkerStats
 
 log = logging.getLogger("email_outbox.worker.metrics")
@@ -45,6 +45,8 @@ class QueueSnapshot:
     sampled_at: float = 0.0
     # Emails failed in the last 24 h without being handed to SES, by reason (email_unsent_failure_stats).
     unsent_failures: dict[str, int] = field(default_factory=dict)
+    # When retention last finished (email_retention_last_run); None: not readable by this account.
+    retention: RetentionRuns | None = None
 
     def oldest_due_age_seconds(self) -> float:
         due = [
@@ -200,6 +202,13 @@ def _queue_metrics(snapshot: QueueSnapshot, now: float) -> Iterator[Metric]:
         "How long the oldest due Pending/Retrying row has waited (database clock)",
         value=snapshot.oldest_due_age_seconds(),
     )
+    if snapshot.retention is not None:
+        finished = snapshot.retention.last_finished_at
+        yield GaugeMetricFamily(
+            "email_outbox_retention_last_finished_timestamp_seconds",
+            "When the last retention run finished (Unix time, database clock; 0: never): email_retention_last_run",
+            value=finished.replace(tzinfo=UTC).timestamp() if finished else 0,
+        )
     yield GaugeMetricFamily(
         "email_outbox_queue_sample_age_seconds",
         "Seconds since the queue depth was read",
@@ -272,14 +281,21 @@ class QueueSampler:
 
     def sample(self, repo: OutboxRepository) -> None:
         counts = repo.queue_stats()
+        # A worker account granted before these procedures existed: the queue depth still counts;
+        # `email-outbox grant worker` again adds the rest.
         try:
             unsent = repo.unsent_failures(UNSENT_WINDOW_SECONDS)
         except AccessDenied:
-            # A worker account granted before email_unsent_failure_stats existed: the queue depth
-            # still counts; `email-outbox grant worker` again adds the rest.
             unsent = {}
+        retention: RetentionRuns | None
+        try:
+            retention = repo.retention_last_run()
+        except AccessDenied:
+            retention = None
         now = repo.database_time()
-        self.latest = QueueSnapshot(counts, now, time.monotonic(), unsent_failures=unsent)
+        self.latest = QueueSnapshot(
+            counts, now, time.monotonic(), unsent_failures=unsent, retention=retention
+        )
 
     def _run(self) -> None:
         repo: OutboxRepository | None = None
