@@ -13,7 +13,8 @@ from email_outbox import Message, enqueue_message
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.models import Status
-from email_outbox_devtools.ses_endpoint import SesEndpoint
+from email_outbox_devtools.ses_endpoint import FaultRule, SesEndpoint
+from tests.support.helpers import scalar
 from tests.support.worker_harness import drained, spawn_worker, wait_until
 
 FAST = {"lease_seconds": 6, "ses_connect_timeout": 1, "ses_read_timeout": 2}
@@ -47,3 +48,30 @@ def test_unicode_domains_go_out_in_punycode_and_unicode_names_encoded(
     assert requests[str(plain)]["Destination"]["ToAddresses"] == ["bob@xn--bcher-kva.example"]
     # The row keeps what the caller wrote; only the wire form is encoded.
     assert repo.get_row(plain).to_address == "bob@bücher.example"
+
+
+def test_emails_failing_on_their_own_use_their_attempts_and_hold_nobody(
+    dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
+    """Six emails SES answers with a 500 every time, alone in the queue, SES otherwise healthy
+    (GetAccount answers): each uses its own attempts at its own backoff and ends Failed; the breaker
+    never opens, and an email enqueued meanwhile goes out at once."""
+    endpoint.set_faults(FaultRule("error", match="broken", status=500, code="InternalFailure"))
+    for i in range(6):
+        repo.enqueue(f"broken-{i}", f"broken-{i}@example.com", "s", text_body="x", max_attempts=3)
+    worker = spawn_worker(
+        dsn, endpoint.url, tmp_path, "w", retry_base_seconds=0.3, retry_max_seconds=1, **FAST
+    )
+    try:
+        wait_until(lambda: scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE attempt_count >= 2") >= 6,
+                   30, "every broken email to fail twice")  # fmt: skip
+        late = repo.enqueue("late-good", "good@example.com", "s", text_body="x").attempt_id
+        wait_until(lambda: drained(repo), 30, "the broken emails to end and the good one to go")
+    finally:
+        assert worker.terminate() == 0, worker.log()[-3000:]
+    assert repo.get_row(late).status is Status.SENT
+    for i in range(6):
+        row = repo.get_row_by_notification_id(f"broken-{i}")
+        assert (row.status, row.attempt_count, row.last_error_code) == (Status.FAILED, 3, "InternalFailure")
+    assert scalar(repo, "SELECT COUNT(*) FROM email_provider_breaker_log WHERE to_state = 'open'") == 0
+    assert "failures are the emails' own" in worker.log()

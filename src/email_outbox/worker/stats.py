@@ -63,7 +63,8 @@ class WorkerStats:
     outcomes: Counter[str] = field(default_factory=Counter)
     finalize: Counter[str] = field(default_factory=Counter)
     db_errors: Counter[str] = field(default_factory=Counter)
-    # The provider breaker (email_outbox.worker.breaker): opened, closed, probes, held, released.
+    # The provider breaker (email_outbox.worker.breaker): opened, closed, probes, held, released,
+    # own_failures.
     breaker: Counter[str] = field(default_factory=Counter)
     breaker_state: str = "closed"
     breaker_down_since: datetime | None = None
