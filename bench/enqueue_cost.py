@@ -48,7 +48,11 @@ def message(case: Case) -> str:
             "subject": "large",
             "text": "see attached",
             "attachments": [
-                {"filename": f"part-{i}.bin", "content_type": "application/octet-stream", "content_base64": content}
+                {
+                    "filename": f"part-{i}.bin",
+                    "content_type": "application/octet-stream",
+                    "content_base64": content,
+                }
                 for i in range(case.attachments)
             ],
         }
@@ -76,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         cases, runs = [Case("tiny", 10, 200_000)], 1
     else:
         text = len("see attached")
-        cases = [Case("100 attachments, 5.3 MB", 100, 5_300_000), Case("largest: 100 attachments, 40 MB", 100, LARGEST - text)]
+        cases = [
+            Case("100 attachments, 5.3 MB", 100, 5_300_000),
+            Case("largest: 100 attachments, 40 MB", 100, LARGEST - text),
+        ]
         runs = args.runs
     base = Path(tempfile.mkdtemp(prefix="enqueue-cost-"))
     server = PrivateServer(base / "db", durable=True, buffer_pool_size="1G")
@@ -97,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     print("| message | attachments | base64 MB | server CPU s | wall s |")
     print("|---|---:|---:|---:|---:|")
     for case, cpu, wall in rows:
-        print(f"| {case.name} | {case.attachments} | {case.base64_bytes / 1e6:.1f} | {cpu:.2f} | {wall:.2f} |")
+        print(
+            f"| {case.name} | {case.attachments} | {case.base64_bytes / 1e6:.1f} | {cpu:.2f} | {wall:.2f} |"
+        )
     return 0
 
 
