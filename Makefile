@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+# The demo and `make dev` need the package alone, not the test and benchmark extras.
+DEMO_STAMP := $(VENV)/.demo-stamp
 
 .PHONY: help test demo dev lint system-deps demo-deps clean soak bench failover costs cluster-soak console-bench
 
@@ -10,11 +12,21 @@ STAMP  := $(VENV)/.installed-stamp
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The virtualenv both stamps install into, with the Python this project needs.
+define make_venv
+@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
+@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+endef
+
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python 3.11+ is required ($(PYTHON) is older)"; exit 1; }
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(make_venv)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[test,bench]"
+	@touch $@
+
+$(DEMO_STAMP): pyproject.toml
+	$(make_venv)
+	$(BIN)/pip install --quiet -e .
 	@touch $@
 
 # What the tests need (a database server binary and client, the benchmark's brokers, chromium, promtool,
@@ -30,10 +42,10 @@ demo-deps: ## install the system packages the demo and `make dev` need (a databa
 test: system-deps $(STAMP) ## run the whole suite (about 15 minutes on 2 cores)
 	$(BIN)/pytest
 
-demo: demo-deps $(STAMP) ## the whole job end to end: a private database, the local SES endpoint, 3 workers
+demo: demo-deps $(DEMO_STAMP) ## the whole job end to end: a private database, the local SES endpoint, 3 workers
 	$(BIN)/python -m email_outbox_devtools.demo
 
-dev: demo-deps $(STAMP) ## a private database and the local SES endpoint to try things by hand (Ctrl-C stops)
+dev: demo-deps $(DEMO_STAMP) ## a private database and the local SES endpoint to try things by hand (Ctrl-C stops)
 	$(BIN)/python -m email_outbox_devtools.dev
 
 # The full-size runs behind docs/reliability.md and docs/performance.md (minutes each; not in `test`).

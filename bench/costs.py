@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mysql.connector
@@ -62,13 +63,32 @@ def median_ms(call: object, repeat: int) -> float:
     return statistics.median(samples)
 
 
-def measure(server: PrivateServer, rows: int, repeat: int) -> dict[str, float]:
-    name = f"costs_{rows}"
+def new_database(server: PrivateServer, name: str) -> DatabaseDsn:
+    """A migrated database of its own on the bench's private server."""
     conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
     conn.cursor().execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
     conn.close()
     dsn = DatabaseDsn.parse(server.dsn(name))
     migrate_for_local_use(dsn)
+    return dsn
+
+
+def on_private_server(
+    prefix: str, sizes: tuple[int, ...], measure: Callable[[PrivateServer, int], dict[str, float]]
+) -> dict[int, dict[str, float]]:
+    """`measure` for each size, on one private server with a 1 GB buffer pool."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as base:
+        server = PrivateServer(Path(base) / "db", extra_args=["--innodb-buffer-pool-size=1G"])
+        server.start()
+        try:
+            return {rows: measure(server, rows) for rows in sizes}
+        finally:
+            server.stop()
+
+
+def measure(server: PrivateServer, rows: int, repeat: int) -> dict[str, float]:
+    name = f"costs_{rows}"
+    dsn = new_database(server, name)
     fill_terminal_rows(server, name, rows)
     repo = OutboxRepository.open(dsn)
     for i in range(50):  # a live backlog beside the history
@@ -103,13 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = (2_000, 20_000) if args.tiny else (10_000, 1_000_000)
     repeat = 5 if args.tiny else 30
-    with tempfile.TemporaryDirectory(prefix="costs-") as base:
-        server = PrivateServer(Path(base) / "db", extra_args=["--innodb-buffer-pool-size=1G"])
-        server.start()
-        try:
-            results = {rows: measure(server, rows, repeat) for rows in sizes}
-        finally:
-            server.stop()
+    results = on_private_server("costs-", sizes, lambda server, rows: measure(server, rows, repeat))
     print(f"{'terminal rows':>14} | {'queue gauge (ms)':>16} | {'full stats (ms)':>15} | "
           f"{'purge all (s)':>13} | {'rows purged':>11} | {'first/last batch (ms)':>21}")  # fmt: skip
     for rows, f in results.items():

@@ -99,7 +99,7 @@ ensure_go_and_php() {
     || echo "could not install Go and PHP: their example tests will be skipped" >&2
 }
 # Django's MySQL backend drives mysqlclient, a C extension built by pip (the `test` extra) against the
-# MariaDB client library: its headers and pkg-config must be here before `pip install` (in demo mode too).
+# MariaDB client library: its headers and pkg-config must be here before `pip install` of that extra.
 ensure_mysqlclient_build_parts() {
   [ -e /usr/include/mariadb/mysql.h ] && command -v pkg-config >/dev/null 2>&1 && return 0
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -161,9 +161,10 @@ ensure_database() {
   have_server && have_client
 }
 ensure_database
-# Both modes: the venv every target builds installs the `test` extra, mysqlclient with it.
-ensure_mysqlclient_build_parts
 if [ "$MODE" = test ]; then
+  # Before the venv's `pip install` of the `test` extra (`make test` runs this first); the demo's
+  # venv installs the package alone.
+  ensure_mysqlclient_build_parts
   ensure_redis
   ensure_rabbitmq
   ensure_chromium

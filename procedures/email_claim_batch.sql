@@ -6,7 +6,8 @@
 -- claim has committed, so a caller never holds a row the database does not agree it owns.
 -- Result: the claimed rows in the claim row shape (id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, attempt_count, max_attempts, lease_expires_at, body_bytes,
--- message_options, attachment_bytes), bodies always inline: email_claim_batch_bounded with no bound.
+-- message_options, attachment_bytes, tenant, ses_tenant_name, created_at), bodies always inline:
+-- email_claim_batch_bounded with no bound.
 CREATE PROCEDURE email_claim_batch(
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
   IN p_claimed_by TEXT CHARACTER SET utf8mb4,

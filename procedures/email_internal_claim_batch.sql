@@ -1,6 +1,8 @@
 -- Internal: the claim behind email_internal_claim_rows (every batch claim). Sweeps stale leases and
--- expired rows, then claims up to p_limit due rows, highest priority first, then oldest due, for one
--- worker in one short transaction, with one audit event per
+-- expired rows, then claims up to p_limit due rows for one worker in one short transaction: shared
+-- among the tenants with due rows in proportion to their weights, within their limits (paused,
+-- send rate, daily quota, reputation guard), and within a tenant highest priority first, then oldest
+-- due (docs/design.md, "Tenants"); with one audit event per
 -- row, and leaves their ids in the session's temporary table email_claim_batch_rows for the caller's
 -- result set. Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never
 -- share a row. Commits its own transaction. p_reserve 1: the rows are reservations (reserved_at set:
@@ -20,8 +22,14 @@ BEGIN
   DECLARE v_swept BIGINT DEFAULT 0;
   DECLARE v_expired BIGINT DEFAULT 0;
   DECLARE v_message VARCHAR(200) CHARACTER SET utf8mb4;
-  -- The ranks that hold a due row (NULL: none), found before the claim's transaction: see below.
-  DECLARE v_rank0, v_rank1, v_rank2, v_rank3, v_rank4, v_rank5, v_rank6, v_rank7, v_rank8, v_rank9 TINYINT DEFAULT NULL;
+  -- The fair share (see below): the tenant read last, the next one, the clock, the slots left to
+  -- claim and to share out this round, the tenant picked and its figures.
+  DECLARE v_tenant, v_next, v_pick INT UNSIGNED DEFAULT 0;
+  DECLARE v_clock, v_tag, v_next_tag, v_weight DOUBLE;
+  DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
+  DECLARE v_round INT DEFAULT 0;
+  DECLARE v_due DATETIME(6);
+  DECLARE v_max_rank TINYINT;
   -- Not a swallowing handler: it ends the transaction and re-raises the same error.
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -57,86 +65,191 @@ BEGIN
     KEY ix_seq (seq) USING BTREE
   ) ENGINE = MEMORY;
   DELETE FROM email_claim_batch_rows;
+  -- The tenants with a due row and this claim's share-out among them.
+  CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_tenants (
+    tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
+    weight DOUBLE NOT NULL DEFAULT 1,
+    raw_pass DOUBLE NOT NULL DEFAULT 0,
+    start_pass DOUBLE NOT NULL DEFAULT 0,
+    first_tag DOUBLE NOT NULL DEFAULT 0,
+    next_tag DOUBLE NOT NULL DEFAULT 0,
+    max_rank TINYINT NOT NULL DEFAULT 9,
+    send_rate DOUBLE NULL,
+    rate_start DATETIME(6) NULL,
+    day_start DATETIME(6) NULL,
+    day_base BIGINT NOT NULL DEFAULT 0,
+    room BIGINT NOT NULL DEFAULT 0,
+    wanted BIGINT NOT NULL DEFAULT 0,
+    got BIGINT NOT NULL DEFAULT 0,
+    exhausted TINYINT NOT NULL DEFAULT 0
+  ) ENGINE = MEMORY;
+  DELETE FROM email_claim_tenants;
 
-  -- Which ranks hold a due row, by a consistent read that locks nothing, on the index that ranks every
-  -- row (ix_..._claim_order): there a rank with nothing due ends at once on the next rank's first
-  -- terminal or in-flight entry, where the locking scan below, on the index of claimable rows only,
-  -- would walk the next rank's run of entries InnoDB has marked deleted but not yet purged, once for
-  -- every empty rank (measured, database only: 0.73 ms of CPU per email without this read, 0.39 with
-  -- it). A row that becomes due at another rank meanwhile waits for the next claim. Before the SET
-  -- TRANSACTION below, which is for the claim's own transaction.
+  -- The tenants with a due row, by consistent reads that lock nothing, before the claim's transaction:
+  -- on ..._tenant_due (claim_tenant, claim_due_at), which holds claimable rows only, two one-entry
+  -- reads per tenant with a claimable row (its id, its earliest due time); a tenant with nothing
+  -- waiting costs nothing. A row that becomes due meanwhile waits for the next claim.
   SET v_now = UTC_TIMESTAMP(6);
-  SELECT (SELECT 0 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 0 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 1 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 1 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 2 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 2 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 3 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 3 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 4 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 4 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 5 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 5 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 6 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 6 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 7 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 7 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 8 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 8 AND claim_due_at <= v_now LIMIT 1),
-         (SELECT 9 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)
-           WHERE claim_rank = 9 AND claim_due_at <= v_now LIMIT 1)
-    INTO v_rank0, v_rank1, v_rank2, v_rank3, v_rank4, v_rank5, v_rank6, v_rank7, v_rank8, v_rank9;
+  discover: LOOP
+    -- SELECT ... INTO, not SET ... = (SELECT ...): a subquery of a SET takes shared locks, and those
+    -- met the claims' own updates of this index in deadlocks.
+    SELECT MIN(claim_tenant) INTO v_next
+      FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
+     WHERE claim_tenant > v_tenant;
+    IF v_next IS NULL THEN
+      LEAVE discover;
+    END IF;
+    SELECT MIN(claim_due_at) INTO v_due
+      FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
+     WHERE claim_tenant = v_next;
+    IF v_due <= v_now THEN
+      INSERT INTO email_claim_tenants (tenant_id) VALUES (v_next);
+    END IF;
+    SET v_tenant = v_next;
+  END LOOP;
 
-  -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
-  -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
-  -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
-  -- Statement-based binary logging refuses READ COMMITTED writes to InnoDB (error 1665): there the
-  -- claim keeps the session's level and concurrent claimers may meet deadlocks, which the worker retries.
-  IF @@GLOBAL.log_bin = 1 AND @@SESSION.binlog_format = 'STATEMENT' THEN
-    SET TRANSACTION READ WRITE;
-  ELSE
-    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  IF EXISTS (SELECT 1 FROM email_claim_tenants) THEN
+    -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
+    -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
+    -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
+    -- Statement-based binary logging refuses READ COMMITTED writes to InnoDB (error 1665): there the
+    -- claim keeps the session's level and concurrent claimers may meet deadlocks, which the worker retries.
+    IF @@GLOBAL.log_bin = 1 AND @@SESSION.binlog_format = 'STATEMENT' THEN
+      SET TRANSACTION READ WRITE;
+    ELSE
+      SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    END IF;
+    START TRANSACTION;
+    -- The fair-share clock, locked: concurrent claims share out one schedule, one after the other.
+    SELECT COALESCE(MAX(virtual_time), 0) INTO v_clock FROM email_tenant_schedule WHERE id = 1 FOR UPDATE;
+    -- Each tenant's share of this claim: its next send's tag (stride scheduling: a tenant's pass
+    -- moves 1/weight per send; one idle until now starts from the clock, so it never banks a
+    -- share; on a tie the one served less so far goes first), and the room its limits leave: none
+    -- while paused; its rate schedule (at most a second's burst); what is left of its 24 hours. The
+    -- reputation guard leaves only the ranks at or above its priority.
+    UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
+       SET c.weight = t.weight,
+           c.raw_pass = t.pass,
+           c.start_pass = GREATEST(t.pass, v_clock),
+           c.next_tag = GREATEST(t.pass, v_clock) + 1 / t.weight,
+           c.max_rank = IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority),
+           c.send_rate = t.send_rate,
+           c.rate_start = IF(t.send_rate IS NULL, NULL,
+                             GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                      v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)),
+           c.day_start = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, v_now, t.day_started_at),
+           c.day_base = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, 0, t.day_count),
+           c.room = IF(t.paused_reason IS NOT NULL, 0,
+                       LEAST(p_limit,
+                             IF(t.daily_quota IS NULL, p_limit,
+                                GREATEST(0, t.daily_quota
+                                            - IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY,
+                                                 0, t.day_count)))));
+    UPDATE email_claim_tenants
+       SET room = LEAST(room, GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, rate_start, v_now) / 1000000 * send_rate)))
+     WHERE send_rate IS NOT NULL;
+
+    -- Up to three rounds: the claim's slots go to the tenants in tag order; a tenant that had fewer
+    -- due rows than its slots is done, and the next round shares what it left among the others.
+    SET v_left = p_limit;
+    rounds: WHILE v_left > 0 AND v_round < 3 DO
+      SET v_round = v_round + 1;
+      UPDATE email_claim_tenants SET first_tag = next_tag;
+      SET v_share = v_left;
+      share: WHILE v_share > 0 DO
+        SET v_pick = (SELECT tenant_id FROM email_claim_tenants WHERE exhausted = 0 AND room > got + wanted
+                       ORDER BY next_tag, raw_pass, tenant_id LIMIT 1);
+        IF v_pick IS NULL THEN
+          LEAVE share;
+        END IF;
+        SELECT next_tag, weight, room - got - wanted INTO v_tag, v_weight, v_room
+          FROM email_claim_tenants WHERE tenant_id = v_pick;
+        SET v_next_tag = (SELECT MIN(next_tag) FROM email_claim_tenants
+                           WHERE exhausted = 0 AND room > got + wanted AND tenant_id <> v_pick);
+        -- As many slots as keep its tag at or below the next tenant's: one statement per run, not per slot.
+        SET v_take = LEAST(v_share, v_room,
+                           IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1));
+        UPDATE email_claim_tenants SET wanted = wanted + v_take, next_tag = next_tag + v_take / weight
+         WHERE tenant_id = v_pick;
+        SET v_share = v_share - v_take;
+      END WHILE;
+      IF v_share = v_left THEN
+        LEAVE rounds;
+      END IF;
+
+      -- Each tenant's rows, highest priority first, then the oldest due: one range per rank of its own
+      -- on ..._tenant_queue, which holds claimable rows only, so no range ends on a terminal row that
+      -- retention may be deleting. The tenant with the earliest tag first, so its rows lead the batch.
+      -- INSERT IGNORE: a later round reads a tenant's rows from its first again, and those this
+      -- transaction already holds are in the list.
+      claim_tenants: LOOP
+        SET v_pick = (SELECT tenant_id FROM email_claim_tenants WHERE wanted > 0
+                       ORDER BY first_tag, raw_pass, tenant_id LIMIT 1);
+        IF v_pick IS NULL THEN
+          LEAVE claim_tenants;
+        END IF;
+        SELECT got + wanted, wanted, max_rank INTO v_take, v_wanted, v_max_rank FROM email_claim_tenants WHERE tenant_id = v_pick;
+        INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
+        SELECT id, status
+          FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+         WHERE claim_tenant = v_pick
+           AND claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+           AND claim_queue_rank <= v_max_rank
+           AND claim_due_at <= v_now
+           AND attempt_count < max_attempts
+         ORDER BY claim_queue_rank, claim_due_at, id
+         LIMIT v_take
+         FOR UPDATE SKIP LOCKED;
+        SET v_got = ROW_COUNT();
+        UPDATE email_claim_tenants
+           SET got = got + v_got, exhausted = IF(v_got < v_wanted, 1, 0), wanted = 0
+         WHERE tenant_id = v_pick;
+        SET v_left = v_left - v_got;
+      END LOOP;
+    END WHILE;
+
+    -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
+    CALL email_internal_fail_expired_claims(v_now, p_claimed_by);
+    -- A row to a suppressed address ends Failed here instead of being claimed.
+    CALL email_internal_fail_suppressed_claims(v_now, p_claimed_by);
+    CALL email_internal_drop_suppressed_claims();
+
+    -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
+    -- locked read, not from the column being overwritten.
+    UPDATE email_claim_batch_rows c
+           STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+       SET a.claimed_from_status = c.from_status,
+           a.status = 'Processing',
+           a.claim_token = p_claim_token,
+           a.claimed_by = p_claimed_by,
+           a.claimed_at = v_now,
+           a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
+           a.reserved_at = IF(p_reserve = 1, v_now, NULL),
+           a.row_version = a.row_version + 1,
+           a.updated_at = v_now
+     WHERE a.status IN ('Pending', 'Retrying');
+    -- The batch form of email_internal_record_event: one statement for every claimed row, in the
+    -- claim's transaction. It reads the in-memory id list only, never the attempts table.
+    INSERT INTO email_delivery_events
+      (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+    SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
+      FROM email_claim_batch_rows c
+     ORDER BY c.id;
+
+    -- The schedule moves on by what each tenant was given: its pass by claimed/weight, its rate
+    -- schedule by claimed/rate, its day's count; the clock to the lowest pass of those served, so a
+    -- tenant that comes back starts level with the least served of them, no further back.
+    UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
+       SET t.pass = c.start_pass + c.got / c.weight,
+           t.rate_next_at = IF(c.send_rate IS NULL, t.rate_next_at,
+                               c.rate_start + INTERVAL ROUND(c.got / c.send_rate * 1000000) MICROSECOND),
+           t.day_started_at = c.day_start,
+           t.day_count = c.day_base + c.got
+     WHERE c.got > 0;
+    UPDATE email_tenant_schedule
+       SET virtual_time = GREATEST(virtual_time,
+                                   COALESCE((SELECT MIN(start_pass + got / weight) FROM email_claim_tenants WHERE got > 0), 0))
+     WHERE id = 1;
+    COMMIT;
   END IF;
-  START TRANSACTION;
-  INSERT INTO email_claim_batch_rows (id, from_status)
-  SELECT id, status
-    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_queue)
-   -- Highest priority first (claim_queue_rank = 9 - priority), then the oldest due: one range per
-   -- rank. Only claimable rows have a rank, so no range ends on a terminal row that retention may be
-   -- deleting (migration 0015).
-   WHERE claim_queue_rank IN (v_rank0, v_rank1, v_rank2, v_rank3, v_rank4, v_rank5, v_rank6, v_rank7, v_rank8, v_rank9)
-     AND claim_due_at <= v_now
-     AND attempt_count < max_attempts
-   ORDER BY claim_queue_rank, claim_due_at, id
-   LIMIT p_limit
-   FOR UPDATE SKIP LOCKED;
-  -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
-  CALL email_internal_fail_expired_claims(v_now, p_claimed_by);
-  -- A row to a suppressed address ends Failed here instead of being claimed.
-  CALL email_internal_fail_suppressed_claims(v_now, p_claimed_by);
-  CALL email_internal_drop_suppressed_claims();
-
-  -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
-  -- locked read, not from the column being overwritten.
-  UPDATE email_claim_batch_rows c
-         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-     SET a.claimed_from_status = c.from_status,
-         a.status = 'Processing',
-         a.claim_token = p_claim_token,
-         a.claimed_by = p_claimed_by,
-         a.claimed_at = v_now,
-         a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
-         a.reserved_at = IF(p_reserve = 1, v_now, NULL),
-         a.row_version = a.row_version + 1,
-         a.updated_at = v_now
-   WHERE a.status IN ('Pending', 'Retrying');
-  -- The batch form of email_internal_record_event: one statement for every claimed row, in the
-  -- claim's transaction. It reads the in-memory id list only, never the attempts table.
-  INSERT INTO email_delivery_events
-    (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-  SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
-    FROM email_claim_batch_rows c
-   ORDER BY c.id;
-  COMMIT;
 END

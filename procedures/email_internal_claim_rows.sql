@@ -3,7 +3,9 @@
 -- email_internal_claim_batch). Claims, then returns the rows this claim token now holds in the one
 -- claim row shape (docs/procedures.md, "The claimed row"): bodies up to p_max_inline_body_bytes
 -- together, else both NULL (load them with email_claimed_bodies), then body_bytes, message_options
--- and attachment_bytes. email_try_claim returns the same columns after its `affected`.
+-- and attachment_bytes, then the row's tenant and its SES tenant name, then created_at (added in
+-- 0.2.0, at the end so a caller reading columns by position keeps working). email_try_claim returns
+-- the same columns after its `affected`.
 CREATE PROCEDURE email_internal_claim_rows(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
@@ -29,9 +31,10 @@ BEGIN
             a.html_body, NULL) AS html_body,
          a.attempt_count, a.max_attempts, a.lease_expires_at,
          COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
-         a.message_options, a.attachment_bytes
+         a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name, a.created_at
     FROM email_claim_batch_rows c FORCE INDEX (ix_seq)
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+         LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
    WHERE a.claim_token = p_claim_token COLLATE utf8mb4_bin
      AND a.status = 'Processing'
    -- the claim's own order: highest priority first, then the oldest due

@@ -4,7 +4,8 @@
 -- Result: one row, affected (1 won, 0 someone else did, or it is not due, or it is not claimable at
 -- all), then the claim row shape of email_claim_batch (id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, attempt_count, max_attempts, lease_expires_at, body_bytes,
--- message_options, attachment_bytes) as claimed, bodies inline; all NULL when affected is 0.
+-- message_options, attachment_bytes, tenant, ses_tenant_name, created_at) as claimed, bodies inline;
+-- all NULL when affected is 0.
 CREATE PROCEDURE email_try_claim(
   IN p_id BIGINT,
   IN p_claim_token TEXT CHARACTER SET utf8mb4,
@@ -63,8 +64,9 @@ BEGIN
   SELECT v_affected AS affected, a.id, a.notification_id, a.to_address, a.from_address, a.subject,
          a.text_body, a.html_body, a.attempt_count, a.max_attempts, a.lease_expires_at,
          IF(a.id IS NULL, NULL, COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0)) AS body_bytes,
-         a.message_options, a.attachment_bytes
+         a.message_options, a.attachment_bytes, t.name AS tenant, t.ses_tenant_name, a.created_at
     FROM (SELECT 1 AS one) x
          LEFT JOIN email_delivery_attempts a FORCE INDEX (PRIMARY)
-           ON v_affected = 1 AND a.id = p_id AND a.claim_token = p_claim_token COLLATE utf8mb4_bin;
+           ON v_affected = 1 AND a.id = p_id AND a.claim_token = p_claim_token COLLATE utf8mb4_bin
+         LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id;
 END

@@ -1,5 +1,9 @@
-"""The one /metrics and /healthz server of the worker and the events consumer: one thread running an
-asyncio server, whatever the number of clients.
+"""The one /metrics, /healthz and /readyz server of the worker and the events consumer: one thread
+running an asyncio server, whatever the number of clients.
+
+/healthz is liveness (restart the process when it fails: it is wedged); /readyz is readiness (it can
+reach the database and do its job now: a rollout waits for it, a load balancer or an orchestrator
+counts the replica as available). Both answer JSON saying which check failed.
 
 Bounded by construction: at most `max_connections` open at once, a request must arrive within
 `read_timeout` seconds and fit in `MAX_REQUEST_BYTES`. A connection arriving when all are taken
@@ -41,12 +45,14 @@ class MetricsServer:
         port: int,
         registry: CollectorRegistry,
         health: HealthCheck = always_healthy,
+        ready: HealthCheck | None = None,
         *,
         read_timeout: float = 5.0,
         max_connections: int = 64,
     ) -> None:
         self.registry = registry
         self.health = health
+        self.ready = ready or health
         self.read_timeout = read_timeout
         self.max_connections = max_connections
         # Every open connection, oldest first; True while it is still waiting for its request.
@@ -129,11 +135,11 @@ class MetricsServer:
     def _answer(self, head: bytes) -> tuple[int, str, bytes]:
         parts = head.split(b"\r\n", 1)[0].split()
         if len(parts) != 3 or parts[0] != b"GET":
-            return 405, "text/plain", b"only GET /metrics and GET /healthz\n"
+            return 405, "text/plain", b"only GET /metrics, /healthz and /readyz\n"
         path = parts[1].split(b"?", 1)[0]
         if path == b"/metrics":
             return 200, CONTENT_TYPE, generate_latest(self.registry)
-        if path == b"/healthz":
-            ok, detail = self.health()
+        if path in (b"/healthz", b"/readyz"):
+            ok, detail = (self.health if path == b"/healthz" else self.ready)()
             return 200 if ok else 503, "application/json", json.dumps(detail).encode()
-        return 404, "text/plain", b"not found: try /metrics or /healthz\n"
+        return 404, "text/plain", b"not found: try /metrics, /healthz or /readyz\n"

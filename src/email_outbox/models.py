@@ -111,6 +111,11 @@ class ClaimedEmail:
     message_options: str | None = None
     attachment_bytes: int = 0
     attachments: tuple[Attachment, ...] | None = None
+    # The row's tenant, and SES's tenant name its send carries (TenantName), if the tenant has one.
+    tenant: str | None = None
+    ses_tenant_name: str | None = None
+    # When it was enqueued (UTC, the database clock): the enqueue-to-send histogram.
+    created_at: datetime | None = None
 
     @property
     def options(self) -> dict[str, Any]:

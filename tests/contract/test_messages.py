@@ -368,6 +368,8 @@ def test_a_cc_suppressed_after_the_enqueue_is_left_out_at_the_claim(
 CLAIM_ROW_SHAPE = [
     "id", "notification_id", "to_address", "from_address", "subject", "text_body", "html_body",
     "attempt_count", "max_attempts", "lease_expires_at", "body_bytes", "message_options", "attachment_bytes",
+    "tenant", "ses_tenant_name",
+    "created_at",
 ]  # fmt: skip
 
 

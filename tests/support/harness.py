@@ -18,6 +18,7 @@ import mysql.connector
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.send_rate_calls import INITIAL_SEND_RATE_ROW
+from email_outbox.db.tenant_calls import INITIAL_TENANT_ROWS
 from email_outbox_devtools.dbserver import PrivateServer
 from email_outbox_devtools.localdb import migrate_for_local_use
 
@@ -34,6 +35,12 @@ TABLES = (
     "email_erasures",
     "email_provider_breaker",
     "email_provider_breaker_log",
+    "email_tenants",
+    "email_tenant_accounts",
+    "email_tenants_log",
+    "email_tenant_schedule",
+    "email_changes_feed",
+    "email_changes_state",
 )
 
 
@@ -88,6 +95,9 @@ class TestServer:
             # or throttling cut never reaches the next test.
             cur.execute("DELETE FROM email_send_rate")
             cur.execute(INITIAL_SEND_RATE_ROW)
+            # The shared default tenant and the fair-share clock at 0, as migration 0017 leaves them.
+            for statement in INITIAL_TENANT_ROWS:
+                cur.execute(statement)
         finally:
             conn.close()
 

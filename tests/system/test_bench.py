@@ -63,6 +63,10 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
             ),
         ),
         ("costs.py", ("queue gauge (ms)", "purge all (s)", "first/last batch (ms)", "20,000")),
+        (
+            "feed.py",
+            ("read at the head (ms)", "read from the start (ms)", "position 100 new + read (ms)", "20,000"),
+        ),
         ("events.py", ("events/s", "batch 100, 1 replica", "replay, batch 100", "durable commits")),
         (
             "console.py",

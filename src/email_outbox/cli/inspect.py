@@ -18,10 +18,11 @@ from email_outbox.cli.common import (
     parse_since,
 )
 from email_outbox.display import age, error_line, print_json, short, table, visible, when
-from email_outbox.errors import InvalidInput
+from email_outbox.errors import AccessDenied, InvalidInput
 from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
 from email_outbox.operator_text import parse_duration
 from email_outbox.ses import PROVIDER
+from email_outbox.version import SchemaRelease
 
 
 def _parse_status(text: str) -> Status:
@@ -41,6 +42,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         unsent = repo.unsent_failures(DAY_SECONDS)
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
+        try:
+            schema: SchemaRelease | None = SchemaRelease(repo.schema_release())
+        except AccessDenied:  # an operator account granted before 0.2.0: `grant operator` again
+            schema = None
     suppressed = unsent["Suppressed"]
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
@@ -58,6 +63,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "provider_breaker": asdict(breaker),
                 "send_rate": asdict(send_rate) if send_rate else None,
                 "failed_unsent_24h": unsent,
+                "schema": {
+                    "database": schema.database if schema else None,
+                    "package": schema.package if schema else None,
+                    "state": schema.state if schema else "unknown",
+                },
             }
         )
         return EXIT_OK
@@ -84,6 +94,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"SES account:             {send_rate.describe() if send_rate else 'no send rate row: run migrate'}"
     )
     print("Failed unsent, last 24h: " + ", ".join(f"{code} {n}" for code, n in unsent.items()))
+    print(
+        "schema release:          "
+        + (schema.describe() if schema else "not readable: run `email-outbox grant operator` again")
+    )
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from email_outbox.cli import actions as actions_cli
 from email_outbox.cli import breaker as breaker_cli
+from email_outbox.cli import changes as changes_cli
 from email_outbox.cli import configuration_sets as configuration_sets_cli
 from email_outbox.cli import console as console_cli
 from email_outbox.cli import enqueue as enqueue_cli
@@ -28,6 +29,7 @@ from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, 
 from email_outbox.db.dsn import resolve_dsn_text
 from email_outbox.display import visible
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
+from email_outbox.version import PACKAGE_VERSION
 from email_outbox.worker.config import SETTINGS, flag_help
 
 
@@ -69,6 +71,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="email-outbox", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"email-outbox {PACKAGE_VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("migrate", help="apply schema migrations and install procedures/")
@@ -103,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     suppression_cli.register(sub)
     retention_cli.register(sub)
     console_cli.register(sub)
+    changes_cli.register(sub)
     return parser
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from email_outbox.db.calls import Calls, status_or_none
-from email_outbox.errors import InvalidInput, NotFound
+from email_outbox.errors import InvalidInput, NotFound, SchemaNotInstalled
 from email_outbox.models import (
     DeliveryEvent,
     DeliveryRow,
@@ -25,6 +25,15 @@ _ROW_COLUMNS = (
 
 class OperatorReads(Calls):
     # --- read-only views for operators ------------------------------------------------------------
+    def schema_release(self) -> str | None:
+        """The version of the release that last migrated the database (email_outbox_release); None
+        when it was migrated before 0.2.0 recorded one."""
+        try:
+            rows = self._select("SELECT contract_version FROM email_outbox_release WHERE id = 1")
+        except SchemaNotInstalled:
+            return None
+        return str(rows[0]["contract_version"]) if rows else None
+
     def get_row(self, attempt_id: int) -> DeliveryRow:
         rows = self._select(
             f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE id = %s", (attempt_id,)

@@ -57,6 +57,9 @@ def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None
         bodies_loaded=max_inline_body_bytes is None or body_bytes <= max_inline_body_bytes,
         message_options=row.get("message_options"),
         attachment_bytes=int(row.get("attachment_bytes") or 0),
+        tenant=row.get("tenant"),
+        ses_tenant_name=row.get("ses_tenant_name"),
+        created_at=row.get("created_at"),
     )
 
 

@@ -1,12 +1,15 @@
 """The consumer's /metrics (Prometheus text format) on --metrics-port: events by type and outcome
 from its own Tally, and the bounce and complaint rates of the last 24 hours from
-`email_provider_stats`, refreshed every `interval` seconds on a connection of its own."""
+`email_provider_stats`, refreshed every `interval` seconds on a connection of its own. /healthz: the
+process is up; /readyz: that refresh reached the database within the last three intervals."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -86,9 +89,16 @@ def serve(
     collector = EventsCollector(tally)
     registry = CollectorRegistry()
     registry.register(collector)
+    last_reached: list[float] = []  # when the refresh last reached the database (monotonic)
+
+    def ready() -> tuple[bool, dict[str, Any]]:
+        age = time.monotonic() - last_reached[-1] if last_reached else None
+        ok = age is not None and age <= 3 * interval
+        return ok, {"ok": ok, "seconds_since_db_success": None if age is None else round(age, 3)}
+
     # The worker's bounded server (one thread, idle connections dropped oldest first); bound to the
     # host given, loopback by default.
-    server = MetricsServer(host, port, registry)
+    server = MetricsServer(host, port, registry, ready=ready)
     server.start()
 
     def refresh() -> None:
@@ -97,6 +107,7 @@ def serve(
             try:
                 repo = repo or open_repository()
                 collector.stats = repo.provider_stats(DAY_SECONDS, 900)
+                last_reached[:] = [time.monotonic()]
             except OutboxError as exc:
                 log.warning("provider stats unavailable", extra={"error": str(exc)[:200]})
                 if repo is not None:

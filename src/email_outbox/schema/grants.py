@@ -16,7 +16,9 @@ from email_outbox.errors import AccountExists, AccountMissing, InvalidInput
 
 # A service cancels its own emails (email_cancel, scoped to the calling account) as it enqueues them;
 # never email_cancel_email, which reaches any account's email by row id.
-ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message", "email_cancel")
+# email_changes: the feed of what happened to the calling account's own emails (its status changes and
+# SES events), so the service that enqueued can react to a bounce or a delivery.
+ENQUEUER_PROCEDURES = ("email_enqueue", "email_enqueue_message", "email_cancel", "email_changes")
 
 WORKER_PROCEDURES = (
     "email_claim_batch",
@@ -71,6 +73,8 @@ OPERATOR_PROCEDURES = (
     # `email-outbox enqueue`, the ad-hoc send, and `enqueue --json`.
     "email_enqueue",
     "email_enqueue_message",
+    # The feed of the operator account's own ad-hoc sends (`email-outbox changes`).
+    "email_changes",
     # `email-outbox cancel` (by row id, any account's email) and the operator's own ad-hoc sends.
     "email_cancel",
     "email_cancel_email",
@@ -119,6 +123,8 @@ OPERATOR_TABLES = (
     "email_delivery_status",
     "email_suppressed_addresses",
     "email_suppressed_addresses_log",
+    # The release that last migrated the database, for `status`.
+    "email_outbox_release",
 )
 
 # A read-only look at the outbox (the web console's read-only page, dashboards): the operator's

@@ -17,6 +17,7 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.errors import DatabaseUnavailable, MigrationError
 from email_outbox.procedure_files import migrations_dir
 from email_outbox.schema.migration_lock import MigrationLock, read_your_writes
+from email_outbox.schema.release import refuse_a_newer_schema
 from email_outbox.schema.routines import DriftReport, check_drift
 
 
@@ -106,6 +107,7 @@ def migrate(
     report = MigrateReport()
     try:
         _see_the_cluster_as_of_now(backend)
+        refuse_a_newer_schema(backend.connection)
         _repair_interrupted_bootstrap(backend)
         migrations = yoyo.read_migrations(str(migrations_dir()))
         pending = backend.to_apply(migrations)

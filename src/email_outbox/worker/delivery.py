@@ -117,7 +117,7 @@ class Delivery:
             self._finalizer.apply(claim, self._breaker.held())
             return None
         decision = self._sender.send(claim.email)
-        self._stats.record_send(decision.outcome.value, time.monotonic() - started)
+        self._stats.record_send(decision.outcome.value, time.monotonic() - started, claim.email.created_at)
         action = self._breaker.review(
             claim, decision, action_for(decision, claim.attempt, self._delays, self._rng)
         )

@@ -5,6 +5,8 @@ GET /metrics  the Prometheus text format: the replica's counters (email_outbox.w
               `stats_interval` seconds from `email_outbox_queue_stats` on a connection of its own
               (its cost follows the backlog, not the history).
 GET /healthz  200 while the delivery loop turns and the database answered recently; 503 otherwise.
+GET /readyz   200 while /healthz is and the replica claims (the provider is enabled and it is not
+              shutting down); 503 otherwise.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class WorkerCollector(Collector):
             claim_sizes = s.claim_sizes.copy()
             finalize_groups = s.finalize_group_sizes.copy()
             send_latency = s.send_latency.copy()
+            enqueue_to_send = s.enqueue_to_send.copy()
             throttles, pauses, in_flight = s.throttle_events, s.pause_events, s.in_flight
             last_db, last_loop = s.last_db_success, s.last_loop
             breaker, breaker_state, down_since = dict(s.breaker), s.breaker_state, s.breaker_down_since
@@ -115,6 +118,11 @@ class WorkerCollector(Collector):
             finalize_groups,
         )
         yield _histogram("email_outbox_send_seconds", "SES SendEmail call duration", send_latency)
+        yield _histogram(
+            "email_outbox_enqueue_to_send_seconds",
+            "From an email's enqueue to SES accepting it (accepted sends; a scheduled send_after counts)",
+            enqueue_to_send,
+        )
         yield GaugeMetricFamily("email_outbox_in_flight", "Claimed rows not yet finalized", value=in_flight)
         yield CounterMetricFamily("email_outbox_throttle_events", "SES throttling answers", value=throttles)
         yield CounterMetricFamily(
@@ -320,6 +328,8 @@ class Health:
     stale_after: float
     # False: the worker was started with the provider disabled and claims nothing, by design.
     provider_enabled: bool = True
+    # Set once a signal asked the replica to stop: it claims nothing more.
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def check(self) -> tuple[bool, dict[str, Any]]:
         now = time.monotonic()
@@ -339,8 +349,14 @@ class Health:
             "seconds_since_db_success": None if db_age is None else round(db_age, 3),
             "stale_after_seconds": self.stale_after,
             "provider_enabled": self.provider_enabled,
-            "claiming": self.provider_enabled,
+            "claiming": self.provider_enabled and not self.stopping.is_set(),
         }
+
+    def ready(self) -> tuple[bool, dict[str, Any]]:
+        """/readyz: healthy, and claiming: the database answers and this replica takes work."""
+        healthy, detail = self.check()
+        ready = healthy and bool(detail["claiming"])
+        return ready, {**detail, "ok": ready}
 
 
 def start_metrics(
@@ -358,7 +374,8 @@ def start_metrics(
     sampler = QueueSampler(open_repository, stats_interval, stopping)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(stats, lambda: sampler.latest, worker_id))
-    server = MetricsServer(host, port, registry, Health(stats, stale_after, provider_enabled).check)
+    health = Health(stats, stale_after, provider_enabled, stopping)
+    server = MetricsServer(host, port, registry, health.check, health.ready)
     server.start()
     sampler.start()
     return server, sampler

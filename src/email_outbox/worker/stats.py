@@ -10,13 +10,29 @@ import bisect
 import threading
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from email_outbox.db.send_rate_calls import RateSlice
 
 SEND_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 CLAIM_SIZE_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
+# From a second (a worker keeping up) to a day (an email scheduled ahead, or a long outage).
+ENQUEUE_TO_SEND_BUCKETS = (
+    1.0,
+    5.0,
+    15.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    21600.0,
+    86400.0,
+)
 
 
 @dataclass
@@ -75,6 +91,8 @@ class WorkerStats:
     claim_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
     finalize_group_sizes: Distribution = field(default_factory=lambda: Distribution(CLAIM_SIZE_BUCKETS))
     send_latency: Distribution = field(default_factory=lambda: Distribution(SEND_SECONDS_BUCKETS))
+    # From the row's enqueue (database clock) to SES accepting it (this host's clock), accepted sends only.
+    enqueue_to_send: Distribution = field(default_factory=lambda: Distribution(ENQUEUE_TO_SEND_BUCKETS))
     # Recent samples only (the throttle logic's view of the current send rate): a replica runs for
     # weeks, so nothing here may grow without bound.
     recent_send_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=50))
@@ -104,11 +122,16 @@ class WorkerStats:
         with self.lock:
             self.finalize_group_sizes.observe(rows)
 
-    def record_send(self, outcome: str, seconds: float) -> None:
+    def record_send(self, outcome: str, seconds: float, enqueued_at: datetime | None = None) -> None:
+        waited = None
+        if outcome == "accepted" and enqueued_at is not None:
+            waited = max(0.0, (datetime.now(UTC).replace(tzinfo=None) - enqueued_at).total_seconds())
         with self.lock:
             self.outcomes[outcome] += 1
             self.send_latency.observe(seconds)
             self.recent_send_seconds.append(seconds)
+            if waited is not None:
+                self.enqueue_to_send.observe(waited)
 
     def sends_are_slow(self) -> bool:
         """The median of the recent sends took at least SLOW_SEND_SECONDS, judged on at least
