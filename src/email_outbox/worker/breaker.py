@@ -191,9 +191,9 @@ class Breaker:
             failures, emails = len(self._run), len({email for _, email in self._run})
             self._run.clear()
         self._stats.add("breaker", "own_failures")
+        # They use their attempts and the breaker stays closed.
         log.warning(
-            "transient SES failures, but SES answers GetAccount: the failures are the emails' own;"
-            " they use their attempts and the breaker stays closed",
+            "transient SES failures while SES answers GetAccount: the failures are the emails' own",
             extra={"failures": failures, "emails": emails},
         )
         return True
