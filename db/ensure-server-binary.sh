@@ -125,18 +125,23 @@ ensure_valgrind() {
       --no-install-recommends valgrind >/dev/null; } \
     || echo "could not install valgrind: bench/procedure_costs.py gives server CPU only" >&2
 }
-# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/ (the
-# alerting rules' unit tests). The Prometheus service the package may start is left alone.
-ensure_promtool() {
-  command -v promtool >/dev/null 2>&1 && return 0
+# apt-get install PACKAGES for WHAT, or say that WHAT is skipped without them.
+apt_install_for() {
+  local what="$1"
+  shift
   if ! command -v apt-get >/dev/null 2>&1; then
-    echo "no promtool and no apt-get: the alerting rules' tests will be skipped" >&2
+    echo "no apt-get to install $*: $what will be skipped" >&2
     return 0
   fi
-  echo "installing prometheus (for promtool) from Debian's packages for the alerting rules' tests"
-  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get \
-      -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends prometheus >/dev/null; } \
-    || echo "could not install prometheus: the alerting rules' tests will be skipped" >&2
+  echo "installing $* from Debian's packages for $what"
+  { $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 \
+      $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null; } \
+    || echo "could not install $*: $what will be skipped" >&2
+}
+# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/. The
+# Prometheus service the package may start is left alone.
+ensure_promtool() {
+  command -v promtool >/dev/null 2>&1 || apt_install_for "the alerting rules' tests" prometheus
 }
 # The Galera parts, beside a MariaDB server only (Galera is MariaDB's).
 ensure_cluster_parts() {

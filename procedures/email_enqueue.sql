@@ -28,7 +28,7 @@ BEGIN
   CALL email_internal_begin(v_own);
   CALL email_internal_enqueue('email_enqueue', p_notification_id, p_to_address, p_from_address, p_subject,
                               p_text_body, p_html_body, p_max_attempts, p_send_after, 0, NULL, 0,
-                              NULL, NULL, v_affected, v_attempt_id);
+                              NULL, NULL, NULL, v_affected, v_attempt_id);
   CALL email_internal_end(v_own);
   SELECT v_affected AS affected, v_attempt_id AS attempt_id;
 END

@@ -2,7 +2,7 @@
 -- caller's own transaction: the same result, idempotency and transaction rules as email_enqueue, and
 -- the same rules and insert (email_internal_enqueue) for what the two share. docs/procedures.md lists
 -- the members: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,
--- attachments, template, max_attempts, send_after, priority, expires_at. Result: affected (1 new, 0 duplicate), attempt_id.
+-- attachments, template, max_attempts, send_after, priority, expires_at, tenant, trace_context. Result: affected (1 new, 0 duplicate), attempt_id.
 CREATE PROCEDURE email_enqueue_message(
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
   IN p_message LONGTEXT CHARACTER SET utf8mb4
@@ -41,6 +41,7 @@ BEGIN
   DECLARE v_send_after DATETIME(6) DEFAULT NULL;
   DECLARE v_expires_at DATETIME(6) DEFAULT NULL;
   DECLARE v_priority BIGINT DEFAULT NULL;
+  DECLARE v_tenant LONGTEXT CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_attachments LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_attachment_bytes BIGINT DEFAULT 0;
   DECLARE v_encoded_bytes BIGINT DEFAULT 0;
@@ -51,6 +52,7 @@ BEGIN
   DECLARE v_content LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_decoded LONGBLOB;
   DECLARE v_options LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_trace_context LONGTEXT CHARACTER SET utf8mb4;
   -- The attachments, one item at a time (opened once the list is known to be an array).
   DECLARE c_attachments CURSOR FOR
     SELECT t.item FROM JSON_TABLE(v_attachments, '$[*]' COLUMNS (item JSON PATH '$')) AS t;
@@ -76,10 +78,10 @@ BEGIN
     -- Compared as bytes: `Cc` or `to ` is not `cc` or `to`, which is what the rest reads.
     IF CAST(v_key AS BINARY) NOT IN ('from', 'to', 'cc', 'bcc', 'reply_to', 'subject', 'text', 'html', 'headers',
                                      'tags', 'configuration_set', 'attachments', 'template', 'max_attempts',
-                                     'send_after', 'priority', 'expires_at') THEN
+                                     'send_after', 'priority', 'expires_at', 'tenant', 'trace_context') THEN
       SET v_message = CONCAT(v_where, ': unknown member ', LEFT(JSON_QUOTE(v_key), 80),
         ' (known: from, to, cc, bcc, reply_to, subject, text, html, headers, tags, configuration_set,',
-        ' attachments, template, max_attempts, send_after, priority, expires_at)');
+        ' attachments, template, max_attempts, send_after, priority, expires_at, tenant, trace_context)');
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
     SET v_i = v_i + 1;
@@ -257,6 +259,9 @@ BEGIN
     SET v_priority = CAST(v_value AS SIGNED);
   END IF;
 
+  -- The tenant (absent: the account's default), checked by email_internal_enqueue.
+  CALL email_internal_json_text(v_where, p_message, '$.tenant', 'tenant', v_tenant);
+
   -- Attachments: checked here, stored after the row exists. The list is read once, item by item
   -- (JSON_TABLE): an item picked out of the whole list by its index parses the list again each time,
   -- which cost 18 s of server CPU for 100 attachments in 5 MB (docs/performance.md, "Large messages").
@@ -324,7 +329,8 @@ BEGIN
 
   -- What is stored is rebuilt from the members just checked, nothing else. Addresses are stored by
   -- value, in one spelling whatever JSON escapes the caller wrote (`ann` + the JSON escape of @ +
-  -- `example.net` is stored as ann@example.net), so erasure finds them (email_erase_address) and so does anyone reading the row.
+  -- `example.net` is stored as ann@example.net), so erasure finds them (email_erase_address) and so
+  -- does anyone reading the row.
   SET v_clean = JSON_OBJECT('attachment_count', IF(JSON_TYPE(v_attachments) = 'ARRAY', JSON_LENGTH(v_attachments), 0));
   SET v_i = 1;
   WHILE v_i <= 7 DO
@@ -350,12 +356,16 @@ BEGIN
   IF v_tags IS NOT NULL THEN
     SET v_clean = JSON_SET(v_clean, '$.tags', JSON_EXTRACT(v_tags, '$'));
   END IF;
+  CALL email_internal_check_trace_context(v_where, p_message, v_trace_context);
+  IF v_trace_context IS NOT NULL THEN
+    SET v_clean = JSON_SET(v_clean, '$.trace_context', JSON_EXTRACT(v_trace_context, '$'));
+  END IF;
   -- Recipients on the suppression list are left out (all of them suppressed: the row fails).
   CALL email_internal_drop_suppressed(v_clean, v_options, v_first);
   CALL email_internal_begin(v_own);
   CALL email_internal_enqueue(v_where, p_notification_id, COALESCE(v_first, v_to_address), v_from_address, v_subject,
                               v_text, v_html, v_max_attempts, v_send_after, v_template, v_options,
-                              v_attachment_bytes, v_priority, v_expires_at, v_affected, v_attempt_id);
+                              v_attachment_bytes, v_priority, v_expires_at, v_tenant, v_affected, v_attempt_id);
   IF v_affected = 1 AND v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) = 'ARRAY' THEN
     INSERT INTO email_attachments (attempt_id, position, filename, content_type, disposition, content_id, content)
     SELECT v_attempt_id, t.position - 1, t.filename, LOWER(t.content_type), COALESCE(t.disposition, 'attachment'),

@@ -7,7 +7,8 @@
 -- legacy row or tombstone (account '', from before migration 0010) still answers any account.
 -- p_where names the public procedure in errors. A row sent with a stored template (p_template = 1)
 -- needs no body. p_message_options and p_attachment_bytes come checked from email_enqueue_message;
--- p_priority (NULL: 5) and p_expires_at (NULL: never) are checked here.
+-- p_priority (NULL: 5) and p_expires_at (NULL: never) are checked here; p_tenant (NULL: the account's
+-- default) by email_internal_enqueue_tenant, after every other rule.
 CREATE PROCEDURE email_internal_enqueue(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
@@ -23,6 +24,7 @@ CREATE PROCEDURE email_internal_enqueue(
   IN p_attachment_bytes BIGINT,
   IN p_priority BIGINT,
   IN p_expires_at DATETIME(6),
+  IN p_tenant TEXT CHARACTER SET utf8mb4,
   OUT p_affected INT,
   OUT p_attempt_id BIGINT UNSIGNED
 )
@@ -36,6 +38,7 @@ BEGIN
   DECLARE v_message VARCHAR(300) CHARACTER SET utf8mb4;
   DECLARE v_account VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT SUBSTRING_INDEX(SESSION_USER(), '@', 1);
   DECLARE v_legacy BIGINT UNSIGNED DEFAULT NULL;
+  DECLARE v_tenant_id INT UNSIGNED DEFAULT 1;
   -- The duplicate key is an answer, not an error.
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
 
@@ -93,6 +96,8 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
 
+  CALL email_internal_enqueue_tenant(p_where, v_account, p_tenant, p_priority, v_tenant_id);
+
   -- A row from before ids were per account, whose account is unknown, keeps answering as before.
   -- A plain read: a locking one would take a gap lock on every new id and deadlock concurrent inserts.
   SELECT MAX(id) INTO v_legacy FROM email_delivery_attempts
@@ -103,11 +108,11 @@ BEGIN
     INSERT INTO email_delivery_attempts
       (account, notification_id, to_address, from_address, subject, text_body, html_body, status,
        max_attempts, next_attempt_at, created_at, updated_at, message_options, attachment_bytes, priority,
-       expires_at)
+       expires_at, tenant_id)
     VALUES
       (v_account, p_notification_id, p_to_address, p_from_address, p_subject, p_text_body, p_html_body, 'Pending',
        COALESCE(p_max_attempts, 5), GREATEST(COALESCE(p_send_after, v_now), v_now), v_now, v_now, p_message_options,
-       COALESCE(p_attachment_bytes, 0), COALESCE(p_priority, 5), p_expires_at);
+       COALESCE(p_attachment_bytes, 0), COALESCE(p_priority, 5), p_expires_at, v_tenant_id);
 
     IF v_duplicate = 0 THEN
       SET p_attempt_id = LAST_INSERT_ID();

@@ -116,6 +116,20 @@ class ConfigurationSetNotAllowed(InvalidInput):
     errno = 45011
 
 
+class TenantNotAllowed(InvalidInput):
+    """A message names a tenant the calling account may not use (or none of that name: the answer does
+    not tell which), or asks for a priority above its tenant's highest (`email-outbox tenants`)."""
+
+    errno = 45012
+
+
+class QuotaExceeded(InvalidInput):
+    """The message's tenant already has as many waiting rows as its cap allows (`max_waiting_rows`):
+    retry later, or ask an operator to raise the cap."""
+
+    errno = 45013
+
+
 # The errno table, in number order. A new class: a subclass above with the next free errno and its
 # meaning as docstring, added here; then regenerate the table (docs/procedures.md, "Errors").
 REFUSALS: tuple[type[InvalidInput], ...] = (
@@ -129,6 +143,8 @@ REFUSALS: tuple[type[InvalidInput], ...] = (
     WrongState,
     UnsafeText,
     ConfigurationSetNotAllowed,
+    TenantNotAllowed,
+    QuotaExceeded,
 )
 REFUSAL_BY_ERRNO: dict[int, type[InvalidInput]] = {
     cls.errno: cls for cls in REFUSALS if cls.errno is not None

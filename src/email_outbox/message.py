@@ -25,6 +25,8 @@ from typing import Any
 
 from email_outbox.errors import MessageTooLarge
 from email_outbox.models import EnqueueResult, optional_id
+from email_outbox.tracing.context import current_trace_context
+from email_outbox.tracing.spans import enqueue_span
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,9 @@ class Message:
     send_after: datetime | None = None  # a naive time is taken as UTC
     priority: int | None = None  # 0-9, 9 first; None: 5
     expires_at: datetime | None = None  # a naive time is taken as UTC; None: never
+    tenant: str | None = None  # None: the calling account's default tenant (email-outbox tenants)
+    # W3C trace context (traceparent, tracestate); None: the current span's, when OpenTelemetry is installed
+    trace_context: Mapping[str, str] | None = None
 
     def document(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"to": list(self.to)}
@@ -82,7 +87,8 @@ class Message:
                 doc[key] = list(value)
         for key, scalar in (("from", self.sender), ("subject", self.subject), ("text", self.text),
                             ("html", self.html), ("configuration_set", self.configuration_set),
-                            ("max_attempts", self.max_attempts), ("priority", self.priority)):  # fmt: skip
+                            ("max_attempts", self.max_attempts), ("priority", self.priority),
+                            ("tenant", self.tenant)):  # fmt: skip
             if scalar is not None:
                 doc[key] = scalar
         if self.headers:
@@ -91,6 +97,8 @@ class Message:
             doc["tags"] = dict(self.tags)
         if self.attachments:
             doc["attachments"] = [a.document() for a in self.attachments]
+        if self.trace_context is not None:
+            doc["trace_context"] = dict(self.trace_context)
         if self.template is not None:
             doc["template"] = {"name": self.template.name, "data": dict(self.template.data)}
         for key, moment in (("send_after", self.send_after), ("expires_at", self.expires_at)):
@@ -99,10 +107,14 @@ class Message:
         return doc
 
     def to_json(self) -> str:
-        # Raw UTF-8, not \\u escapes: a 4-byte character arrives as itself on every server.
         document = self.document()
         check_size(document)
-        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+        return _json(document)
+
+
+def _json(document: Mapping[str, Any]) -> str:
+    # Raw UTF-8, not \\u escapes: a 4-byte character arrives as itself on every server.
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
 
 # SES's limits as email_enqueue_message applies them (procedures/email_enqueue_message.sql, which
@@ -140,14 +152,22 @@ def enqueue_message(
     whose message names the member and the rule."""
     fields = message.document() if isinstance(message, Message) else dict(message)
     check_size(fields)
-    document = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
-    cursor = connection.cursor()
-    try:
-        cursor.execute("CALL email_enqueue_message(%s, %s)", (notification_id, document))
-        affected, attempt_id = cursor.fetchall()[0][:2]
-        while cursor.nextset():
-            if cursor.description:
-                cursor.fetchall()
-    finally:
-        cursor.close()
+    with enqueue_span(notification_id) as span:
+        if "trace_context" not in fields:
+            # The enqueue span's context (the caller's current one without an SDK recording it).
+            trace_context = current_trace_context()
+            if trace_context is not None:
+                fields["trace_context"] = trace_context
+        document = _json(fields)
+        cursor = connection.cursor()
+        try:
+            cursor.execute("CALL email_enqueue_message(%s, %s)", (notification_id, document))
+            affected, attempt_id = cursor.fetchall()[0][:2]
+            while cursor.nextset():
+                if cursor.description:
+                    cursor.fetchall()
+        finally:
+            cursor.close()
+        if span is not None and attempt_id is not None:
+            span.set_attribute("messaging.message.id", str(attempt_id))
     return EnqueueResult(int(affected), optional_id(attempt_id))

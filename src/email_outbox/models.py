@@ -214,6 +214,7 @@ class DeliveryRow:
     attachment_bytes: int = 0
     priority: int = 5  # 0-9, claimed highest first
     expires_at: datetime | None = None  # not handed to SES by then: Failed 'Expired'
+    tenant: str | None = None  # the tenant it was enqueued for (docs/design.md, "Tenants")
 
 
 @dataclass(frozen=True)

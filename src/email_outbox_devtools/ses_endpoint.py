@@ -20,7 +20,7 @@ ServiceUnavailable (the whole endpoint is down; a fault rule fails chosen sends 
 request meets a refused connection; `None` ends it. `requests_between(start, end)` counts the
 SendEmail requests that reached the endpoint (a refused connection never does).
 
-Run standalone: python -m email_outbox_devtools.ses_endpoint --port 4579
+Run standalone: python -m email_outbox_devtools.ses_endpoint --port 4579 [--control-port 4580]
 """
 
 from __future__ import annotations
@@ -490,14 +490,23 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every send")
     parser.add_argument("--max-send-rate", type=float, help="the account's sends per second (GetAccount)")
     parser.add_argument("--max-24-hour-send", type=float, help="the account's sends per 24 hours")
+    parser.add_argument(
+        "--control-port",
+        type=int,
+        help="the control paths on a port of their own too (a refused outage needs it)",
+    )
     args = parser.parse_args()
-    endpoint = SesEndpoint(args.port, args.host)
+    endpoint = SesEndpoint(args.port, args.host, control_port=args.control_port)
     quota = {"max_send_rate": args.max_send_rate, "max_24_hour_send": args.max_24_hour_send}
     endpoint.set_quota(**{k: v for k, v in quota.items() if v is not None})
     if args.latency:
         endpoint.set_faults(FaultRule("latency", seconds=args.latency))
-    print(f"SES endpoint listening on {endpoint.url}", flush=True)
-    endpoint.server.serve_forever()
+    endpoint.start()
+    print(f"SES endpoint listening on {endpoint.url}, control on {endpoint.control_url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        endpoint.stop()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ from email_outbox.errors import (
     InvalidInput,
     InvalidMember,
     MessageTooLarge,
+    QuotaExceeded,
     SenderNotAllowed,
+    TenantNotAllowed,
     UnsafeText,
     WrongState,
 )
@@ -82,6 +84,19 @@ CASES: list[tuple[type[InvalidInput], Callable[[OutboxRepository], object], str]
         ConfigurationSetNotAllowed,
         lambda r: r.enqueue_message("n-set", _message(configuration_set="not-on-the-list")),
         "configuration_set not-on-the-list is not on the list",
+    ),
+    (
+        TenantNotAllowed,
+        lambda r: r.enqueue_message("n-tenant", _message(tenant="someone-elses")),
+        "tenant someone-elses is not one this account may use",
+    ),
+    (
+        QuotaExceeded,
+        lambda r: (
+            r.tenant_add("closed", {"accounts": ["*"], "max_waiting_rows": 0}, "ops", "closed to new mail"),
+            r.enqueue_message("n-quota", _message(tenant="closed")),
+        ),
+        "tenant closed has 0 waiting rows, its cap (max_waiting_rows 0)",
     ),
 ]
 

@@ -14,16 +14,18 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import IO
 
-import boto3
-import mysql.connector
 import pytest
 
 from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
+from email_outbox_devtools.ses_endpoint import SesEndpoint
 from tests.support.servers import template_datadir
+from tests.support.ses_clients import ses_client
 
 
 def _lines(stream: IO[str]) -> queue.Queue[str]:
@@ -85,11 +87,9 @@ def test_make_dev_prints_a_working_dsn_and_endpoint_and_stops_cleanly_on_ctrl_c(
         ses, control = _printed(printed, "SES"), _printed(printed, "control")
         assert any('"kind": "refused"' in line for line in printed), "how to refuse connections"
 
-        conn = mysql.connector.connect(**dsn.connect_args())
-        cursor = conn.cursor()
-        cursor.callproc("email_sender_allowed", ("shop@example.com", ""))
-        assert [row for result in cursor.stored_results() for row in result.fetchall()] == [(1,)]
-        conn.close()
+        repo = OutboxRepository.open(dsn)
+        assert repo.sender_allowed("shop@example.com"), "the example sender domain is allowed"
+        repo.close()
 
         _put(control + "/_control/outage", {"kind": "refused"})
         assert _refused(ses)
@@ -97,14 +97,7 @@ def test_make_dev_prints_a_working_dsn_and_endpoint_and_stops_cleanly_on_ctrl_c(
         assert not _refused(ses)
 
         _put(control + "/_control/quota", {"sandbox": True})
-        client = boto3.client(
-            "sesv2",
-            endpoint_url=ses,
-            region_name="us-east-1",
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
-        account = client.get_account()
+        account = ses_client("boto3", ses).get_account()
         assert account["ProductionAccessEnabled"] is False
         assert account["SendQuota"]["Max24HourSend"] == 200
 
@@ -119,3 +112,20 @@ def test_make_dev_prints_a_working_dsn_and_endpoint_and_stops_cleanly_on_ctrl_c(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_without_a_control_port_a_refused_outage_is_refused_and_a_503_one_is_not() -> None:
+    """A refused outage closes the endpoint's own port, so only a control port could end it."""
+    with SesEndpoint() as endpoint:
+        request = urllib.request.Request(
+            endpoint.url + "/_control/outage", data=json.dumps({"kind": "refused"}).encode(), method="PUT"
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 409
+        assert _put(endpoint.url + "/_control/outage", {"kind": "503"}) == {"kind": "503"}
+        assert endpoint.outage_kind == "503"
+        assert _put(endpoint.url + "/_control/outage", {"kind": None}) == {"kind": None}
+        assert not _refused(endpoint.url)

@@ -83,7 +83,7 @@ def test_list_filters_by_status_and_limit(
 
     assert run(dsn, "list", "--status", "UnknownOutcome", "--since", "1h") == 0
     table = capsys.readouterr().out
-    assert table.splitlines()[0].split()[:5] == ["id", "notification_id", "to", "prio", "attempts"]
+    assert table.splitlines()[0].split()[:6] == ["id", "notification_id", "to", "tenant", "prio", "attempts"]
     assert len(table.splitlines()) == 4
 
     assert run(dsn, "list", "--status", "Failed") == 1, "nothing matched"

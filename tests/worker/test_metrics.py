@@ -88,6 +88,9 @@ def test_counters_match_what_happened(
     assert metric(samples, "email_outbox_claimed_rows_total") == claimed == 45 + released
     assert metric(samples, "email_outbox_send_seconds_count") == 48, "45 sends, 3 throttled sent again"
     assert metric(samples, "email_outbox_send_seconds_bucket", le="+Inf") == 48
+    # Every accepted send, and only those, timed from its enqueue: all within the run.
+    assert metric(samples, "email_outbox_enqueue_to_send_seconds_count") == 40
+    assert 0 < metric(samples, "email_outbox_enqueue_to_send_seconds_sum") < 40 * 300
     assert metric(samples, "email_outbox_claim_batch_size_sum") == claimed
     assert metric(samples, "email_outbox_claim_batch_size_count") == metric(
         samples, "email_outbox_claims_total"

@@ -76,13 +76,13 @@ def _utc(value: str | None, what: str) -> datetime | None:
 
 
 def _enqueue_flags(repo: OutboxRepository, args: argparse.Namespace) -> EnqueueResult:
-    """The flag email. The 8-argument email_enqueue has no priority or expiry: one that sets either
+    """The flag email. The 8-argument email_enqueue has no priority, expiry or tenant: one that sets any
     goes through email_enqueue_message, as the same document a service would send."""
     text = _read_body(args.text, args.text_file, "text")
     html = _read_body(args.html, args.html_file, "html")
     send_after = _utc(args.send_after, "--send-after")
     check_size({"text": text, "html": html})
-    if args.priority is None and args.expires_at is None:
+    if args.priority is None and args.expires_at is None and args.tenant is None:
         return repo.enqueue(
             args.notification_id,
             args.to,
@@ -103,6 +103,7 @@ def _enqueue_flags(repo: OutboxRepository, args: argparse.Namespace) -> EnqueueR
         send_after=send_after,
         priority=args.priority,
         expires_at=_utc(args.expires_at, "--expires-at"),
+        tenant=args.tenant,
     )
     return repo.enqueue_message(args.notification_id, message.to_json())
 
@@ -149,6 +150,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-attempts", type=int)
     p.add_argument("--send-after", help="ISO time; default now")
     p.add_argument("--priority", type=int, help="0-9, higher is claimed first; default 5")
+    p.add_argument("--tenant", help="the tenant to send as (default: the account's default tenant)")
     p.add_argument("--expires-at", help="ISO time; not sent by then, it ends Failed 'Expired'")
     p.add_argument(
         "--json",

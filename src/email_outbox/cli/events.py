@@ -12,10 +12,12 @@ import threading
 from types import FrameType
 
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, dsn_from
+from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidInput
 from email_outbox.events.files import messages_in
 from email_outbox.events.ingest import Ingestor, Tally
+from email_outbox.tracing.setup import configure_from_environment
 
 
 def _stop_on_sigterm(stop: threading.Event) -> None:
@@ -27,7 +29,6 @@ def _stop_on_sigterm(stop: threading.Event) -> None:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from email_outbox.events.sqs import SqsConsumer, SqsOptions
     from email_outbox.logs import configure_logging
 
     if (args.sqs_queue_url is None) == (args.from_file is None):
@@ -46,6 +47,16 @@ def cmd_events(args: argparse.Namespace) -> int:
         # Python's own handling (warnings to the stderr of the moment).
         configure_logging(args.log_format)
     dsn = dsn_from(args)
+    end_tracing = configure_from_environment("email-outbox-events")
+    try:
+        return _consume(args, dsn)
+    finally:
+        end_tracing()
+
+
+def _consume(args: argparse.Namespace, dsn: DatabaseDsn) -> int:
+    from email_outbox.events.sqs import SqsConsumer, SqsOptions
+
     consumer_id = args.consumer_id or f"events@{socket.gethostname()}:{os.getpid()}"
     stop = threading.Event()
     _stop_on_sigterm(stop)

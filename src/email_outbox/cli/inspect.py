@@ -137,7 +137,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise InvalidInput("--limit must be 1 to 100000")
     with open_repository(args) as repo:
         since = parse_since(args.since, repo.database_time()) if args.since else None
-        rows = repo.list_rows(status, since=since, limit=args.limit, priority=args.priority)
+        rows = repo.list_rows(
+            status, since=since, limit=args.limit, priority=args.priority, tenant=args.tenant
+        )
     if args.json:
         print_json([asdict(r) for r in rows])
     elif rows:
@@ -147,6 +149,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                     "id",
                     "notification_id",
                     "to",
+                    "tenant",
                     "prio",
                     "attempts",
                     "last_error",
@@ -159,6 +162,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                         r.id,
                         short(r.notification_id, 40),
                         short(r.to_address, 40),
+                        short(r.tenant, 24),
                         r.priority,
                         f"{r.attempt_count}/{r.max_attempts}",
                         short(error_line(r.last_error_code, r.last_error_message), 50),
@@ -287,6 +291,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--since", help="entered that status since: ISO time (UTC) or a duration back (e.g. 2h)")
     p.add_argument("--limit", type=int, default=50, help="at most this many rows (default 50)")
     p.add_argument("--priority", type=int, choices=range(10), metavar="0-9", help="only this priority")
+    p.add_argument("--tenant", help="only this tenant's rows")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 

@@ -25,10 +25,12 @@ from email_outbox.cli import inspect as inspect_cli
 from email_outbox.cli import retention as retention_cli
 from email_outbox.cli import senders as senders_cli
 from email_outbox.cli import suppression as suppression_cli
+from email_outbox.cli import tenants as tenants_cli
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, EXIT_USAGE, add_dsn, dsn_from
 from email_outbox.db.dsn import resolve_dsn_text
 from email_outbox.display import visible
 from email_outbox.errors import ConfigError, InvalidInput, OutboxError
+from email_outbox.tracing.setup import configure_from_environment
 from email_outbox.version import PACKAGE_VERSION
 from email_outbox.worker.config import SETTINGS, flag_help
 
@@ -65,7 +67,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     sender = SesSender(config)
     worker = Worker(config, sender, account=SesAccount(sender.client))
     worker.install_signal_handlers()
-    return worker.run()
+    end_tracing = configure_from_environment("email-outbox-worker")
+    try:
+        return worker.run()
+    finally:
+        end_tracing()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue_cli.register(sub)
     grant_cli.register(sub)
     senders_cli.register(sub)
+    tenants_cli.register(sub)
     configuration_sets_cli.register(sub)
     events_cli.register(sub)
     suppression_cli.register(sub)

@@ -19,7 +19,8 @@ _ROW_COLUMNS = (
     "id, notification_id, to_address, from_address, subject, status, attempt_count, max_attempts,"
     " next_attempt_at, claim_token, claimed_by, claimed_at, lease_expires_at, last_attempt_at,"
     " last_error_code, last_error_message, provider_message_id, sent_at, created_at, updated_at,"
-    " message_options, attachment_bytes, priority, expires_at"
+    " message_options, attachment_bytes, priority, expires_at,"
+    " (SELECT t.name FROM email_tenants t WHERE t.id = email_delivery_attempts.tenant_id) AS tenant"
 )
 
 
@@ -77,14 +78,19 @@ class OperatorReads(Calls):
         older_than_seconds: float | None = None,
         limit: int = 50,
         priority: int | None = None,
+        tenant: str | None = None,
     ) -> list[DeliveryRow]:
         """Rows in `status`, oldest first; `since`/`older_than_seconds` filter on when the row entered
-        its current state (updated_at), measured on the database clock; `priority` on the priority."""
+        its current state (updated_at), measured on the database clock; `priority` on the priority,
+        `tenant` on the tenant's name."""
         sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE status = %s"
         args: list[Any] = [status.value]
         if priority is not None:
             sql += " AND priority = %s"
             args.append(priority)
+        if tenant is not None:
+            sql += " AND tenant_id = (SELECT id FROM email_tenants WHERE name = %s)"
+            args.append(tenant)
         if since is not None:
             sql += " AND updated_at >= %s"
             args.append(since)
@@ -157,4 +163,5 @@ def _delivery_row(r: dict[str, Any]) -> DeliveryRow:
         attachment_bytes=int(r.get("attachment_bytes") or 0),
         priority=int(r.get("priority", 5)),
         expires_at=r.get("expires_at"),
+        tenant=r.get("tenant"),
     )

@@ -25,6 +25,7 @@ from email_outbox.db.operator_calls import OperatorCalls
 from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.reads import OperatorReads
 from email_outbox.db.send_rate_calls import SendRateCalls
+from email_outbox.db.tenant_calls import TenantCalls
 from email_outbox.models import (
     Attachment,
     Candidate,
@@ -63,7 +64,7 @@ def _claimed_email(row: dict[str, Any], max_inline_body_bytes: int | None = None
     )
 
 
-class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRateCalls):
+class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRateCalls, TenantCalls):
     """The procedure contract over one connection. Not thread-safe: one per thread."""
 
     def __init__(self, connection: Connection) -> None:

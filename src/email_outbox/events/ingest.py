@@ -21,6 +21,7 @@ from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidInput, TransientDatabaseError
 from email_outbox.events.envelopes import MalformedMessage, records_in
 from email_outbox.events.records import ProviderEvent, SkippedRecord, events_of
+from email_outbox.tracing.spans import ses_event_span
 
 log = logging.getLogger("email_outbox.events")
 # The events that say SES refused the mail (email_internal_resolve_from_event: Failed); every other
@@ -120,6 +121,10 @@ class Ingestor:
         self.tally.messages += len(bodies)
         for outcome_list in results:
             self._count(*outcome_list)
+            event = outcome_list[0]
+            ses_event_span(
+                event.event_type, event.ses_message_id, event.outbox_id, event.traceparent, outcome_list[1]
+            )
         done = []
         for index, p in enumerate(parsed):
             self.tally.skipped += p.skipped

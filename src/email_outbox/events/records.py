@@ -15,6 +15,7 @@ from email.utils import parseaddr
 from typing import Any
 
 from email_outbox.events.envelopes import MalformedMessage
+from email_outbox.tracing.context import TRACEPARENT_TAG
 
 OUTBOX_ID_TAG = "outbox_id"
 
@@ -45,6 +46,8 @@ class ProviderEvent:
     kind: str | None = None
     subkind: str | None = None
     detail: str | None = None
+    # The traceparent of the send (the worker's TRACEPARENT_TAG email tag), for the event's span link.
+    traceparent: str | None = None
 
 
 class SkippedRecord(Exception):
@@ -115,11 +118,14 @@ def events_of(record: dict[str, Any]) -> list[ProviderEvent]:
     if not isinstance(message_id, str) or not 1 <= len(message_id) <= 191:
         raise MalformedMessage("mail.messageId is missing or not 1 to 191 characters")
     tags = mail.get("tags")
-    outbox_id = None
+    outbox_id = traceparent = None
     if isinstance(tags, dict):
         values = tags.get(OUTBOX_ID_TAG)
         if isinstance(values, list) and values and isinstance(values[0], str):
             outbox_id = _clean(values[0], 191)
+        parents = tags.get(TRACEPARENT_TAG)
+        if isinstance(parents, list) and parents and isinstance(parents[0], str):
+            traceparent = _clean(parents[0], 64)
     mail_at = _time(mail.get("timestamp"), "mail.timestamp")
 
     kind = subkind = detail = None
@@ -164,6 +170,7 @@ def events_of(record: dict[str, Any]) -> list[ProviderEvent]:
                 kind=_clean(kind, 64),
                 subkind=_clean(subkind, 64),
                 detail=_clean(text, 2000),
+                traceparent=traceparent,
             )
         )
     return events

@@ -82,6 +82,12 @@ OPERATOR_PROCEDURES = (
     "email_sender_add",
     "email_sender_remove",
     "email_sender_allowed",
+    # `email-outbox tenants`.
+    "email_tenant_add",
+    "email_tenant_set",
+    "email_tenant_remove",
+    "email_tenant_pause",
+    "email_tenant_resume",
     # `email-outbox configuration-sets`.
     "email_configuration_set_add",
     "email_configuration_set_remove",
@@ -123,6 +129,10 @@ OPERATOR_TABLES = (
     "email_delivery_status",
     "email_suppressed_addresses",
     "email_suppressed_addresses_log",
+    # The tenants, who may use them, and every change to them.
+    "email_tenants",
+    "email_tenant_accounts",
+    "email_tenants_log",
     # The release that last migrated the database, for `status`.
     "email_outbox_release",
 )

@@ -12,6 +12,8 @@ from typing import Protocol
 
 from email_outbox.models import ClaimedEmail
 from email_outbox.ses.classify import Decision
+from email_outbox.tracing.context import with_traceparent_tag
+from email_outbox.tracing.spans import send_attempt_span
 from email_outbox.worker.actions import DelayPolicy, action_for, release_unsent
 from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.budget import ByteBudget
@@ -116,7 +118,12 @@ class Delivery:
         if not self._breaker.may_send(claim):
             self._finalizer.apply(claim, self._breaker.held())
             return None
-        decision = self._sender.send(claim.email)
+        email = claim.email
+        with send_attempt_span(email.id, email.notification_id, claim.attempt, email.message_options) as span:
+            decision = self._sender.send(with_traceparent_tag(email, span.traceparent()))
+            span.finish(
+                decision.outcome.value, decision.message_id, decision.error_code, decision.error_message
+            )
         self._stats.record_send(decision.outcome.value, time.monotonic() - started, claim.email.created_at)
         action = self._breaker.review(
             claim, decision, action_for(decision, claim.attempt, self._delays, self._rng)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import OutboxError
 from email_outbox.ses.account import AccountQuota, AccountReader, AccountUnreadable, SesAccount
+from email_outbox.version import PACKAGE_VERSION
 from email_outbox.worker.actions import DelayPolicy
 from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.budget import ByteBudget
@@ -139,6 +140,7 @@ class Worker:
                 "worker_id": config.worker_id,
                 "concurrency": config.concurrency,
                 "lease_seconds": config.lease_seconds,
+                "version": PACKAGE_VERSION,
             },
         )
         executor = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="send")
