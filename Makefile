@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 # The demo and `make dev` need the package alone, not the test and benchmark extras.
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: help test demo dev lint system-deps demo-deps clean soak bench failover costs cluster-soak console-bench
+.PHONY: help test demo dev lint system-deps demo-deps clean soak bench failover costs cluster-soak console-bench faults
 
 # A target's `## ` comment is its line in `make help`.
 help: ## list the targets
@@ -64,6 +64,16 @@ failover: system-deps $(STAMP) ## a semi-sync primary's failover under 3,000 ema
 cluster-soak: system-deps $(STAMP) ## a 3-node Galera soak with node kills
 	EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS=3000 $(BIN)/pytest -s -q tests/cluster/test_cluster_soak.py
 
+# The fault runs on a 3-node Galera cluster in network namespaces (docs/reliability.md, "Faults on a
+# Galera cluster"): each fault and a mixed run at the documented settings, the same on a semi-sync
+# primary/replica pair, then the Galera all-node kill at
+# innodb_flush_log_at_trx_commit=0 (the risky row: its losses are the measurement, so its exit code is
+# ignored). Needs root.
+faults: system-deps $(STAMP) ## the Galera and semi-sync pair fault runs (network namespaces; root)
+	$(BIN)/python bench/faults.py --seed 39
+	$(BIN)/python bench/faults.py --seed 39 --pair
+	-$(BIN)/python bench/faults.py --seed 39 --phases kill_all_nodes --flush-log-at-trx-commit 0
+
 # The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).
 costs: system-deps $(STAMP) ## the queue gauge and purge at 10,000 and 1,000,000 rows
 	$(BIN)/python bench/costs.py
@@ -77,5 +87,5 @@ lint: $(STAMP) ## ruff check, ruff format --check, mypy
 	$(BIN)/ruff format --check src tests db bench
 	$(BIN)/mypy
 
-clean: ## remove the virtualenv, .demo and the caches
-	rm -rf $(VENV) .demo .pytest_cache .mypy_cache .ruff_cache
+clean: ## remove the virtualenv, .demo, .dev and the caches
+	rm -rf $(VENV) .demo .dev .pytest_cache .mypy_cache .ruff_cache

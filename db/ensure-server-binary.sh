@@ -7,7 +7,8 @@
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # For the tests: redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py),
 # chromium for the console's browser tests, valgrind for bench/procedure_costs.py, and promtool
-# (Debian's prometheus) for the alerting rules' unit tests.
+# (Debian's prometheus) for the alerting rules' unit tests, and iproute2 for the fault runs' network
+# namespaces (bench/faults.py).
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
 # The Java example of docs/procedures.md (tests/test_other_languages.py) needs MariaDB Connector/J and
@@ -138,10 +139,23 @@ apt_install_for() {
       $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "$@" >/dev/null; } \
     || echo "could not install $*: $what will be skipped" >&2
 }
-# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/. The
-# Prometheus service the package may start is left alone.
+# Debian's prometheus package carries promtool, which `make test` runs on deploy/prometheus/. Only
+# promtool is wanted: the Prometheus server the package enables (listening on every interface, port
+# 9090, with no authentication) is stopped and disabled where systemd runs it.
 ensure_promtool() {
-  command -v promtool >/dev/null 2>&1 || apt_install_for "the alerting rules' tests" prometheus
+  command -v promtool >/dev/null 2>&1 && return 0
+  apt_install_for "the alerting rules' tests" prometheus
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
+}
+# bench/faults.py puts each Galera node in a network namespace of its own (ip netns) to cut links.
+ensure_iproute2() {
+  command -v ip >/dev/null 2>&1 && return 0
+  command -v apt-get >/dev/null 2>&1 || { echo "no ip (iproute2): the fault runs will be skipped" >&2; return 0; }
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 $SUDO apt-get install -y -qq \
+      -o DPkg::Lock::Timeout=600 --no-install-recommends iproute2 >/dev/null; } \
+    || echo "could not install iproute2: the fault runs will be skipped" >&2
 }
 # The Galera parts, beside a MariaDB server only (Galera is MariaDB's).
 ensure_cluster_parts() {
@@ -178,4 +192,5 @@ if [ "$MODE" = test ]; then
   ensure_valgrind
   ensure_promtool
   ensure_cluster_parts
+  ensure_iproute2
 fi

@@ -149,6 +149,8 @@ BEGIN
   DELETE t FROM email_retention_ids x STRAIGHT_JOIN email_attachments t ON t.attempt_id = x.id;
   DELETE p FROM email_retention_ids x STRAIGHT_JOIN email_provider_events p ON p.attempt_id = x.id;
   DELETE s FROM email_retention_ids x STRAIGHT_JOIN email_delivery_status s ON s.attempt_id = x.id;
+  -- After the events: a feed position given to one of them meanwhile (email_changes) goes too.
+  DELETE f FROM email_retention_ids x STRAIGHT_JOIN email_changes_feed f ON f.attempt_id = x.id;
   -- The address stays suppressed; only its pointer to the deleted email goes.
   UPDATE email_retention_ids x STRAIGHT_JOIN email_suppressed_addresses s ON s.attempt_id = x.id
      SET s.attempt_id = NULL, s.provider_event_id = NULL;

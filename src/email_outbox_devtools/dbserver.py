@@ -99,6 +99,9 @@ class PrivateServer:
     buffer_pool_size: str | None = "256M"
     # A command the server runs under (valgrind for bench/procedure_costs.py); empty: none.
     launcher: list[str] = field(default_factory=list)
+    # The address it listens on: loopback, or its own address inside a network namespace (the fault
+    # runs: bench/faults.py), with the launcher `ip netns exec NAME`.
+    host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -135,7 +138,7 @@ class PrivateServer:
 
     def dsn(self, database: str, user: str = "root", password: str = "") -> str:
         auth = f"{user}:{password}@" if password else f"{user}@"
-        return f"mysql://{auth}127.0.0.1:{self.port}/{database}"
+        return f"mysql://{auth}{self.host}:{self.port}/{database}"
 
     def _user_args(self) -> list[str]:
         # mariadbd/mysqld refuse to run as root unless told so explicitly.
@@ -177,7 +180,7 @@ class PrivateServer:
             f"--datadir={self.datadir}",
             f"--socket={self.socket_path}",
             f"--port={self.port}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={self.host}",
             f"--pid-file={self.base_dir / 'mysqld.pid'}",
             f"--log-error={self.log_path}",
             # --no-defaults would leave latin1 (docs/design.md section 5).
@@ -236,7 +239,7 @@ class PrivateServer:
                 raise ServerStartError(f"server exited with {self.process.returncode}: {self.tail_log()}")
             try:
                 conn = mysql.connector.connect(
-                    host="127.0.0.1", port=self.port, user="root", password="", connection_timeout=2
+                    host=self.host, port=self.port, user="root", password="", connection_timeout=2
                 )
                 conn.close()
                 return
@@ -271,7 +274,7 @@ class PrivateServer:
         self.start(timeout)
 
     def version(self) -> str:
-        conn = mysql.connector.connect(host="127.0.0.1", port=self.port, user="root", password="")
+        conn = mysql.connector.connect(host=self.host, port=self.port, user="root", password="")
         try:
             cur: Any = conn.cursor()
             cur.execute("SELECT VERSION()")

@@ -1,6 +1,8 @@
 """A local SESv2-compatible HTTP endpoint: a real HTTP peer for boto3, with faults on demand.
 
-It implements SendEmail (POST /v2/email/outbound-emails) and GetAccount (GET /v2/email/account), holds
+It implements SendEmail (POST /v2/email/outbound-emails, with TenantName), GetTenant (POST
+/v2/email/tenants/get; a tenant's sends refused with SendingPausedException while it is paused) and
+GetAccount (GET /v2/email/account), holds
 sends to the account's quota like SES (email_outbox_devtools.ses_quota), records every message it accepts in full (with
 its EmailTags, so tests count sends per outbox id), and injects faults by rule: latency, throttling,
 5xx, permanent rejection, account problems, a read timeout after accepting (the message counts as
@@ -43,6 +45,9 @@ from email_outbox_devtools.ses_quota import AccountQuota
 
 SEND_EMAIL_PATH = "/v2/email/outbound-emails"
 GET_ACCOUNT_PATH = "/v2/email/account"
+GET_TENANT_PATH = "/v2/email/tenants/get"
+# SESv2's tenant sending statuses (GetTenant SendingStatus).
+TENANT_STATUSES = ("ENABLED", "REINSTATED", "DISABLED")
 
 FAULT_KINDS = (
     "latency",  # sleep `seconds`, then answer normally
@@ -85,6 +90,8 @@ class AcceptedMessage:
     tags: dict[str, str]
     configuration_set: str | None
     accepted_at: float
+    # SendEmail's TenantName, None when the send named no SES tenant.
+    tenant_name: str | None = None
     # The whole SendEmail request as it arrived (attachments' RawContent base64, as botocore sends it),
     # so tests compare every recipient, header, tag and attachment byte with what was enqueued.
     request: dict[str, Any] = field(default_factory=dict)
@@ -115,6 +122,10 @@ class EndpointState:
     outage: Callable[[], str | None] = lambda: None
     # True where a "refused" outage may be started from: a control port of its own stays open.
     can_refuse: bool = False
+    # SES tenants this endpoint knows: name -> SendingStatus (GetTenant). A send naming a DISABLED
+    # tenant, or one in sending_paused, is refused with 400 SendingPausedException (never recorded).
+    tenants: dict[str, str] = field(default_factory=dict)
+    sending_paused: set[str] = field(default_factory=set)
 
     def pick_rule(self, recipient: str) -> FaultRule | None:
         with self.lock:
@@ -147,6 +158,7 @@ class EndpointState:
             tags=tags,
             configuration_set=body.get("ConfigurationSetName"),
             accepted_at=time.time(),
+            tenant_name=body.get("TenantName"),
             request=body,
         )
         with self.lock:
@@ -231,6 +243,35 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, "NotFoundException", f"no route {self.path}")
 
+    def _get_tenant(self, raw: bytes) -> None:
+        """SESv2 GetTenant: POST {"TenantName": ...} -> {"Tenant": {..., "SendingStatus": ...}}."""
+        if "Authorization" not in self.headers:
+            self._error(403, "AccessDeniedException", "request is not signed")
+            return
+        try:
+            name = str(json.loads(raw or b"{}").get("TenantName") or "")
+        except ValueError:
+            self._error(400, "BadRequestException", "body is not JSON")
+            return
+        with self.server.state.lock:
+            status = self.server.state.tenants.get(name)
+        if status is None:
+            self._error(404, "NotFoundException", f"tenant {name} does not exist")
+            return
+        self._json(
+            200,
+            {
+                "Tenant": {
+                    "TenantName": name,
+                    "TenantId": f"tn-{name}",
+                    "TenantArn": f"arn:aws:ses:us-east-1:000000000000:tenant/{name}/tn-{name}",
+                    "CreatedTimestamp": 0,
+                    "Tags": [],
+                    "SendingStatus": status,
+                }
+            },
+        )
+
     def do_PUT(self) -> None:
         if self.path == "/_control/quota":
             try:
@@ -278,12 +319,16 @@ class _Handler(BaseHTTPRequestHandler):
             with state.lock:
                 state.rules, state.accepted, state.requests, state.request_times = [], [], 0, []
                 state.quota = AccountQuota()
+                state.tenants, state.sending_paused = {}, set()
             state.released.clear()
             self._json(200, {"ok": True})
             return
         if self.path == "/_control/release":
             state.released.set()
             self._json(200, {"ok": True})
+            return
+        if self.path == GET_TENANT_PATH:
+            self._get_tenant(raw)
             return
         if self.path != SEND_EMAIL_PATH:
             self._error(404, "NotFoundException", f"operation at {self.path} is not implemented here")
@@ -301,6 +346,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "BadRequestException", "FromEmailAddress and a destination are required")
             return
         recipient = recipients[0]
+        tenant = body.get("TenantName")
+        if tenant is not None:
+            with state.lock:
+                paused = tenant in state.sending_paused or state.tenants.get(tenant) == "DISABLED"
+            if paused:
+                self._error(400, "SendingPausedException", f"sending is paused for tenant {tenant}")
+                return
         refusal = state.quota.admit()
         if refusal is not None:
             self._error(429, "TooManyRequestsException", refusal)
@@ -460,6 +512,18 @@ class SesEndpoint:
         """SendEmail requests that reached the endpoint from `start` to `end` (time.time())."""
         with self.state.lock:
             return sum(1 for t in self.state.request_times if start <= t < end)
+
+    def set_tenant(self, name: str, status: str = "ENABLED", *, sending_paused: bool = False) -> None:
+        """Create or change an SES tenant: its GetTenant SendingStatus, and whether its sends are refused
+        with SendingPausedException (as SES does while it pauses the tenant's sending)."""
+        if status not in TENANT_STATUSES:
+            raise ValueError(f"unknown sending status {status!r}; one of {', '.join(TENANT_STATUSES)}")
+        with self.state.lock:
+            self.state.tenants[name] = status
+            if sending_paused:
+                self.state.sending_paused.add(name)
+            else:
+                self.state.sending_paused.discard(name)
 
     def set_quota(self, **settings: Any) -> None:
         """max_send_rate, max_24_hour_send, sent_before, get_account ("allow" or "deny"), sandbox."""

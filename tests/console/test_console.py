@@ -991,3 +991,17 @@ def test_an_operator_closes_the_provider_breaker_from_the_overview(
             made.close()
     state = repo.breaker_state("ses")
     assert state.state == "closed" and state.changed_by == "alice (console)"
+
+
+def test_overview_names_a_durability_setting_that_can_lose_commits(
+    client: TestClient, repo: OutboxRepository
+) -> None:
+    risks = repo.durability_risks()
+    fragment = client.get("/fragments/overview").text
+    cell = re.search(r'<td id="durability" class="(\w*)">([^<]*)</td>', fragment)
+    assert cell is not None
+    if risks:  # the suite's private servers run innodb_flush_log_at_trx_commit=2, for speed
+        assert cell.group(1) == "warn"
+        assert all(f"{r.setting}={r.value}" in cell.group(2) for r in risks)
+    else:
+        assert (cell.group(1), cell.group(2)) == ("", "no setting known to lose commits")

@@ -22,6 +22,7 @@ from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidArgument
 from tests.support.helpers import token
+from tests.support.worker_harness import wait_until
 
 MESSAGE = Message(to=["ann@example.com"], subject="s", text="t")
 
@@ -194,3 +195,28 @@ def test_the_changes_command_prints_one_json_line_per_change_and_resumes_after_a
     assert main([*args, "--after", str(lines[0]["cursor"])]) == 0
     again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["notification_id"] for line in again] == ["cli-1", "cli-2"]
+
+
+def test_following_picks_up_a_change_committed_after_it_caught_up(
+    accounts: dict[str, DatabaseDsn], enqueuer: mysql.connector.MySQLConnection
+) -> None:
+    enqueue_message(enqueuer, "before", MESSAGE)
+    seen: list[Change] = []
+    stop = threading.Event()
+    reader = connect(accounts["enqueuer"])
+
+    def collect() -> None:
+        for change in changes(reader, follow=True, poll_interval=0.05, stop=stop.is_set):
+            seen.append(change)
+
+    thread = threading.Thread(target=collect)
+    thread.start()
+    try:
+        wait_until(lambda: [c.notification_id for c in seen] == ["before"], 30, "the first change")
+        enqueue_message(enqueuer, "after", MESSAGE)
+        wait_until(lambda: [c.notification_id for c in seen] == ["before", "after"], 30, "the later change")
+    finally:
+        stop.set()
+        thread.join(30)
+        reader.close()
+    assert not thread.is_alive()

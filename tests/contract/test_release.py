@@ -1,6 +1,7 @@
 """The release (issue 41): `email-outbox --version` is pyproject's version; every `migrate` records it
 in the database; `status` says whether the database's schema is older or newer than the installed
-package; `migrate` refuses a database a newer release migrated, and changes nothing there."""
+package (and when retention last finished); `migrate` refuses a database a newer release migrated, and
+changes nothing there."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from email_outbox.cli.main import main
 from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import MigrationError
 from email_outbox.schema.migrate import migrate
 from email_outbox.version import PACKAGE_VERSION
@@ -81,8 +83,13 @@ def test_status_says_when_the_schema_is_older_or_newer_than_the_package_and_migr
     admin.close()
 
 
-def test_an_operator_account_reads_the_schema_release(
-    accounts: dict[str, DatabaseDsn], capsys: pytest.CaptureFixture[str]
+def test_an_operator_account_reads_the_schema_release_and_when_retention_last_finished(
+    accounts: dict[str, DatabaseDsn], repo: OutboxRepository, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line, schema = _status(accounts["operator"], capsys)
     assert schema["state"] == "current", line
+    assert main(["status", "--dsn", accounts["operator"].url()]) == 0
+    assert "retention last finished: never" in capsys.readouterr().out
+    repo.retention(30, None, 10, "release-test")
+    assert main(["status", "--json", "--dsn", accounts["operator"].url()]) == 0
+    assert json.loads(capsys.readouterr().out)["retention_last_finished_at"] is not None

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from email_outbox.cli.main import main
+from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidInput
 from email_outbox.events import Ingestor, MalformedMessage, events_of, records_in
@@ -459,7 +460,7 @@ def test_from_stdin_replays_a_firehose_style_stream(
     assert repo.get_row(a).status is Status.SENT and repo.get_row(a).provider_message_id == "ses-s1"
 
 
-def test_the_consumers_metrics_bind_loopback_unless_told(repo: OutboxRepository) -> None:
+def test_the_consumers_metrics_bind_loopback_unless_told(dsn: DatabaseDsn) -> None:
     """prometheus_client binds every interface by default; the consumer, like the worker, does not."""
     import threading
     import urllib.request
@@ -472,7 +473,8 @@ def test_the_consumers_metrics_bind_loopback_unless_told(repo: OutboxRepository)
     args = build_parser().parse_args(["events", "--from-file", "-", "--metrics-port", "9"])
     assert args.metrics_host == "127.0.0.1"
     port, stop = free_port(), threading.Event()
-    serve(args.metrics_host, port, Tally(), lambda: repo, stop)
+    # A connection of the refresh thread's own, as the command gives it: that thread closes it.
+    serve(args.metrics_host, port, Tally(), lambda: OutboxRepository.open(dsn), stop)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert response.status == 200

@@ -190,3 +190,26 @@ def test_the_worker_unit_waits_longer_than_the_workers_shutdown_grace() -> None:
     (stop,) = [int(line.split("=")[1]) for line in text.splitlines() if line.startswith("TimeoutStopSec=")]
     assert stop > WorkerConfig.__dataclass_fields__["shutdown_grace_seconds"].default
     assert "--metrics-port %i" in text, "the instance names the replica's metrics port"
+
+
+@needs_promtool
+def test_every_dashboard_query_is_valid_promql(tmp_path: Path) -> None:
+    """promtool parses each query as a recording rule's expression (Grafana's $__rate_interval as 5m)."""
+    dashboard = json.loads((DEPLOY / "grafana" / "email-outbox.json").read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard:query_{n}", "expr": q.replace("$__rate_interval", "5m")}
+                    for n, q in enumerate(queries)
+                ],
+            }
+        ]
+    }
+    path = tmp_path / "dashboard-queries.yml"
+    path.write_text(json.dumps(rules))  # JSON is YAML
+    result = promtool("check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(queries)} rules found" in result.stdout

@@ -19,7 +19,14 @@ from email_outbox.cli.common import (
 )
 from email_outbox.display import age, error_line, print_json, short, table, visible, when
 from email_outbox.errors import AccessDenied, InvalidInput
-from email_outbox.models import DeliveryEvent, ProviderEventRow, ProviderState, ProviderStats, Status
+from email_outbox.models import (
+    DeliveryEvent,
+    ProviderEventRow,
+    ProviderState,
+    ProviderStats,
+    RetentionRuns,
+    Status,
+)
 from email_outbox.operator_text import parse_duration
 from email_outbox.ses import PROVIDER
 from email_outbox.version import SchemaRelease
@@ -42,10 +49,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         unsent = repo.unsent_failures(DAY_SECONDS)
         breaker = repo.breaker_state(PROVIDER)
         send_rate = repo.send_rate_status()
+        durability = repo.durability_risks()
+        # An operator account granted before 0.2.0 reads neither: `grant operator` again.
         try:
             schema: SchemaRelease | None = SchemaRelease(repo.schema_release())
-        except AccessDenied:  # an operator account granted before 0.2.0: `grant operator` again
-            schema = None
+            retention: RetentionRuns | None = repo.retention_last_run()
+        except AccessDenied:
+            schema, retention = None, None
     suppressed = unsent["Suppressed"]
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
@@ -63,6 +73,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "provider_breaker": asdict(breaker),
                 "send_rate": asdict(send_rate) if send_rate else None,
                 "failed_unsent_24h": unsent,
+                "durability_risks": [asdict(r) for r in durability],
+                "retention_last_finished_at": retention.last_finished_at if retention else None,
                 "schema": {
                     "database": schema.database if schema else None,
                     "package": schema.package if schema else None,
@@ -94,6 +106,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"SES account:             {send_rate.describe() if send_rate else 'no send rate row: run migrate'}"
     )
     print("Failed unsent, last 24h: " + ", ".join(f"{code} {n}" for code, n in unsent.items()))
+    if durability:
+        for risk in durability:
+            print(f"durability:              WARNING {visible(risk.describe())}")
+    else:
+        print(
+            "durability:              no setting known to lose commits (docs/operations.md, Durability settings)"
+        )
+    print(f"retention last finished: {_retention_line(retention)}")
     print(
         "schema release:          "
         + (schema.describe() if schema else "not readable: run `email-outbox grant operator` again")
@@ -101,6 +121,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     print()
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
+
+
+def _retention_line(runs: RetentionRuns | None) -> str:
+    if runs is None:
+        return "not readable: run `email-outbox grant operator` again"
+    if runs.last_finished_at is None:
+        return "never (schedule `email-outbox retention`: docs/operations.md)"
+    since = (runs.database_now - runs.last_finished_at).total_seconds()
+    return f"{when(runs.last_finished_at)} UTC, {age(since)} ago"
 
 
 def _rate(value: float | None, limit: float) -> str:

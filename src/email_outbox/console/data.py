@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from email_outbox.db.durability import DurabilityRisk
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import SendRateStatus
 from email_outbox.errors import (
@@ -72,6 +73,8 @@ class Overview:
     provider: BreakerState | None = None
     # The SES account's shared send rate and daily quota (None: not readable by this account).
     send_rate: SendRateStatus | None = None
+    # The server settings that let a crash lose a committed transition (None: not readable).
+    durability: list[DurabilityRisk] | None = None
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,11 @@ class ConsoleReads:
             send_rate = self.repo.send_rate_status()
         except OutboxError:  # an account granted before email_send_rate_status existed
             send_rate = None
-        return Overview(health.now, counts, over_cap, health, per_minute, provider, send_rate)
+        try:
+            durability: list[DurabilityRisk] | None = self.repo.durability_risks()
+        except OutboxError:
+            durability = None
+        return Overview(health.now, counts, over_cap, health, per_minute, provider, send_rate, durability)
 
     # --- lists --------------------------------------------------------------------------------------
     def list_status(

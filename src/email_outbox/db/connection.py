@@ -1,12 +1,15 @@
 """Connections to the outbox's database and what its errors mean: the connection layer under the
-repository. Picks the first host of a DSN that answers and is ready, and turns every driver error
-into one of email_outbox.errors, by the server's error code.
+repository. Picks the first host of a DSN that answers and is ready, trying hosts that failed lately
+last, and turns every driver error into one of email_outbox.errors, by the server's error code.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
+import threading
+import time
 
 import mysql.connector
 from mysql.connector.abstracts import MySQLConnectionAbstract
@@ -54,44 +57,122 @@ ACCESS_DENIED_ERRNOS = frozenset({1044, 1142, 1143, 1370})
 ER_LOCK_WAIT_TIMEOUT = 1205
 # Galera: "WSREP has not yet prepared node for application use", while a node joins or loses quorum.
 ER_WSREP_NOT_READY = 1047
+# "Got error N during COMMIT": on Galera, the node left the Primary Component under the COMMIT. Whether
+# the cluster applied the transaction is unknown, as after a lost connection.
+ER_ERROR_DURING_COMMIT = 1180
 # MariaDB with innodb_snapshot_isolation=ON: a locking read met a row changed after the snapshot.
 # The statement's transaction is rolled back, like a deadlock, and is safe to retry the same way.
 ER_CHECKREAD = 1020
 # Server going away or refusing work: a new connection (maybe later) is the remedy.
 CONNECTION_ERRNOS = frozenset(
-    {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1927, 2003, 2006, 2013, 2055, 4031}
+    {1040, 1053, 1077, 1152, 1158, 1159, 1160, 1161, 1180, 1927, 2003, 2006, 2013, 2055, 4031}
 )
 
+# How long a host that failed (refused, timed out, lost a connection, left the Primary Component) is
+# tried after the DSN's other hosts: long enough that every reconnect of a process does not first wait
+# out a paused or cut-off node's timeout, short enough to return to the DSN's order soon after it heals.
+SUSPECT_SECONDS = 30.0
 
-def connect(dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> Connection:
+
+class _Suspects:
+    """The hosts of this process's DSNs that failed lately, with when each is trusted again."""
+
+    def __init__(self) -> None:
+        self._until: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()
+
+    def mark(self, host: str, port: int) -> None:
+        with self._lock:
+            self._until[(host, port)] = time.monotonic() + SUSPECT_SECONDS
+
+    def order(self, endpoints: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The endpoints in their order, those that failed lately last (in their order too)."""
+        now = time.monotonic()
+        with self._lock:
+            return sorted(endpoints, key=lambda e: self._until.get(e, 0.0) > now)
+
+
+SUSPECTS = _Suspects()
+
+
+def mark_failed(conn: Connection | None) -> None:
+    """The host this connection went to failed: later connections try the DSN's other hosts first."""
+    if conn is None:
+        return
+    host, port = getattr(conn, "server_host", None), getattr(conn, "server_port", None)
+    if host and port:
+        SUSPECTS.mark(str(host), int(port))
+
+
+def connect(
+    dsn: DatabaseDsn, *, connect_timeout: float = 5.0, read_timeout: float | None = None
+) -> Connection:
     """A connection in autocommit mode (each worker-facing CALL commits on its own) to the first host
     of the DSN that answers and, on a Galera node, is synced (wsrep_ready ON, wsrep_local_state 4).
-    A node that is joining, donating or has lost quorum would refuse or stall the outbox's writes."""
+    A node that is joining, donating or has lost quorum would refuse or stall the outbox's writes.
+    Hosts that failed in the last SUSPECT_SECONDS are tried last. `read_timeout` bounds each wait for
+    the server's answer (and each write to it): a paused or cut-off node then costs that long, and
+    the call fails as a lost connection, instead of hanging for as long as TCP keeps the socket."""
     last: OutboxError | None = None
-    for host, port in dsn.endpoints():
+    # With several hosts, a read-only one (a replica not yet promoted) is kept only in case no host
+    # takes writes: a DSN listing a primary and its replica follows a failover once it is promoted.
+    read_only: tuple[Connection, str, int] | None = None
+    timeouts: dict[str, int] = {"connection_timeout": math.ceil(max(1, connect_timeout))}
+    if read_timeout is not None:
+        timeouts["read_timeout"] = timeouts["write_timeout"] = math.ceil(max(1, read_timeout))
+    for host, port in SUSPECTS.order(dsn.endpoints()):
         try:
             conn = _CLIENT_SET_UP.run(
                 functools.partial(
-                    mysql.connector.connect,
-                    **dsn.at(host, port).connect_args(),
-                    autocommit=True,
-                    connection_timeout=int(max(1, connect_timeout)),
+                    mysql.connector.connect, **dsn.at(host, port).connect_args(), autocommit=True, **timeouts
                 )
             )
         except DRIVER_ERRORS as exc:
             last = translate_error(exc)
+            SUSPECTS.mark(host, port)
             continue
-        unsynced = _galera_not_synced(conn)
+        try:
+            unsynced = _galera_not_synced(conn)
+            writable = unsynced is not None or not dsn.alternates or not _read_only(conn)
+        except DRIVER_ERRORS as exc:  # the node stopped answering between the handshake and the check
+            conn.close()
+            last = translate_error(exc)
+            SUSPECTS.mark(host, port)
+            continue
+        if unsynced is None and writable:
+            if read_only is not None:
+                read_only[0].close()
+            return _chosen(conn, dsn, host, port)
         if unsynced is None:
-            if (host, port) != (dsn.host, dsn.port):
-                log.warning(
-                    "connected to a later database host of the DSN", extra={"db_host": f"{host}:{port}"}
-                )
-            return conn
+            if read_only is None:
+                read_only = (conn, host, port)
+            else:
+                conn.close()
+            continue
         conn.close()
+        SUSPECTS.mark(host, port)
         last = DatabaseUnavailable(f"{host}:{port} is a Galera node that is not synced ({unsynced})")
+    if read_only is not None:
+        conn, host, port = read_only
+        return _chosen(conn, dsn, host, port)
     assert last is not None
     raise last
+
+
+def _chosen(conn: Connection, dsn: DatabaseDsn, host: str, port: int) -> Connection:
+    if (host, port) != (dsn.host, dsn.port):
+        log.warning("connected to a later database host of the DSN", extra={"db_host": f"{host}:{port}"})
+    return conn
+
+
+def _read_only(conn: Connection) -> bool:
+    cursor = conn.cursor()
+    try:
+        cursor.execute("SELECT @@global.read_only")
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    return bool(row and int(str(next(iter(row)))))
 
 
 def first_ready(dsn: DatabaseDsn) -> DatabaseDsn:

@@ -21,6 +21,7 @@ import mysql.connector
 from email_outbox.db.calls import status_or_none
 from email_outbox.db.connection import DRIVER_ERRORS, Connection, connect, first_ready, translate_error
 from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.durability import DurabilityRisk, server_durability_risks
 from email_outbox.db.operator_calls import OperatorCalls
 from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.reads import OperatorReads
@@ -75,8 +76,10 @@ class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRat
         self._open_cursor: Any = None
 
     @classmethod
-    def open(cls, dsn: DatabaseDsn, *, connect_timeout: float = 5.0) -> OutboxRepository:
-        return cls(connect(dsn, connect_timeout=connect_timeout))
+    def open(
+        cls, dsn: DatabaseDsn, *, connect_timeout: float = 5.0, read_timeout: float | None = None
+    ) -> OutboxRepository:
+        return cls(connect(dsn, connect_timeout=connect_timeout, read_timeout=read_timeout))
 
     def read_consistently(self) -> None:
         """On a Galera node, make every read wait until the node has applied what the cluster
@@ -386,6 +389,11 @@ class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRat
 
     def server_version(self) -> str:
         return str(self._select("SELECT VERSION() AS v")[0]["v"])
+
+    def durability_risks(self) -> list[DurabilityRisk]:
+        """The server's settings that let a crash lose a committed transition (email_outbox.db.durability)."""
+        with self._cursor() as cursor:
+            return server_durability_risks(cursor)
 
 
 __all__ = ["DRIVER_ERRORS", "Connection", "OutboxRepository", "connect", "first_ready", "translate_error"]

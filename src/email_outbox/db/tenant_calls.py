@@ -70,6 +70,30 @@ class TenantCalls(Calls):
         guard = row["guard_below_priority"]
         return TenantResume(int(row["affected"]), row["paused_reason"], None if guard is None else int(guard))
 
+    # --- the worker's side: SES's sending status per tenant ----------------------------------------
+    def tenant_sending_paused(
+        self,
+        ses_tenant_name: str,
+        reason: str | None,
+        reported_by: str,
+        detail: str | None,
+        status_read: str | None = None,
+    ) -> int:
+        """Pause (reason 'ses-disabled', 'ses-sending-paused') or lift (None) the tenants with this SES
+        tenant name; `status_read`: the SendingStatus a GetTenant read."""
+        return self._affected(
+            "email_tenant_sending_paused",
+            ses_tenant_name=ses_tenant_name,
+            reason=reason,
+            reported_by=reported_by,
+            detail=detail,
+            status_read=status_read,
+        )
+
+    def tenant_status_due(self, worker: str, refresh_seconds: int) -> list[str]:
+        rows = self._call("email_tenant_status_due", worker=worker, refresh_seconds=refresh_seconds)
+        return [r["ses_tenant_name"] for r in rows]
+
     def tenants(self) -> list[Tenant]:
         rows = self._select(
             "SELECT id, name, weight, max_priority, send_rate, daily_quota, max_waiting_rows, ses_tenant_name,"

@@ -55,6 +55,9 @@ WORKER_PROCEDURES = (
     "email_send_rate_report",
     "email_send_rate_throttled",
     "email_send_rate_status",
+    # SES's sending status per tenant: read in turns (GetTenant), and a tenant SES paused.
+    "email_tenant_status_due",
+    "email_tenant_sending_paused",
 )
 
 # `email-outbox retention` and `erase` (a scheduler's account, or a DBA's): deletes old emails and

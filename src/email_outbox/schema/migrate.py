@@ -14,6 +14,7 @@ from yoyo.migrations import MigrationList
 
 from email_outbox.db.connection import first_ready
 from email_outbox.db.dsn import DatabaseDsn
+from email_outbox.db.durability import WARNING_PREFIX, DurabilityRisk, server_durability_risks
 from email_outbox.errors import DatabaseUnavailable, MigrationError
 from email_outbox.procedure_files import migrations_dir
 from email_outbox.schema.migration_lock import MigrationLock, read_your_writes
@@ -59,6 +60,7 @@ class MigrateReport:
     applied: list[str] = field(default_factory=list)
     procedures_installed: list[str] = field(default_factory=list)
     drift_after: DriftReport = field(default_factory=DriftReport)
+    durability: list[DurabilityRisk] = field(default_factory=list)
 
     def lines(self, *, verbose: bool = False) -> list[str]:
         """A summary; with `verbose`, every migration applied and every procedure installed."""
@@ -72,6 +74,7 @@ class MigrateReport:
             count = len(self.procedures_installed)
             out.append(f"{count} procedures installed (-v lists them)" if count else "procedures up to date")
         out.append(self.drift_after.describe())
+        out += [f"WARNING: {WARNING_PREFIX}: {r.describe()}" for r in self.durability]
         return out
 
     def _applied_summary(self) -> str:
@@ -118,6 +121,7 @@ def migrate(
         backend.run_post_apply(MigrationList([], migrations.post_apply))
         report.procedures_installed = sorted(before.missing + list(before.changed))
         report.drift_after = _drift(dsn)
+        report.durability = server_durability_risks(backend.connection.cursor())
         if not report.drift_after.clean:
             raise MigrationError(f"procedures still differ after install: {report.drift_after.describe()}")
     except pymysql.err.Error as exc:

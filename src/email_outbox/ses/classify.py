@@ -19,6 +19,7 @@ class Outcome(enum.Enum):
     TRANSIENT = "transient"  # finalize_failure(permanent=0) with backoff
     THROTTLED = "throttled"  # release with a delay, slow the replica down
     ACCOUNT_PROBLEM = "account_problem"  # release, pause the replica, log loudly
+    TENANT_PAUSED = "tenant_paused"  # SES paused the send's tenant: release, pause that tenant only
     AMBIGUOUS = "ambiguous"  # finalize_unknown: never resent automatically
     DISABLED = "disabled"  # the worker's own switch: release with delay 0
 
@@ -51,6 +52,24 @@ ACCOUNT_CODES = frozenset(
         "ExpiredToken",
     }
 )
+
+
+# SES's definite refusal of a send whose sending is paused: the email was not sent.
+SENDING_PAUSED = "SendingPausedException"
+
+
+def for_tenant(decision: Decision, ses_tenant_name: str | None) -> Decision:
+    """A send that named an SES tenant and was refused as paused: that tenant's sending is paused, not
+    the account's (the outbox's other tenants go on), and never the email's fault."""
+    if (
+        ses_tenant_name
+        and decision.outcome is Outcome.ACCOUNT_PROBLEM
+        and decision.error_code == SENDING_PAUSED
+    ):
+        return Decision(
+            Outcome.TENANT_PAUSED, error_code=decision.error_code, error_message=decision.error_message
+        )
+    return decision
 
 
 def classify_response(response: dict[str, Any]) -> Decision:

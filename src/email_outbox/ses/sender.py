@@ -20,7 +20,7 @@ import idna
 from botocore.config import Config
 
 from email_outbox.models import Attachment, ClaimedEmail
-from email_outbox.ses.classify import Decision, Outcome, classify_exception, classify_response
+from email_outbox.ses.classify import Decision, Outcome, classify_exception, classify_response, for_tenant
 from email_outbox.ses.lean_client import LeanSesClient
 from email_outbox.ses.settings import SesSettings, aws_region
 
@@ -94,6 +94,9 @@ def build_request(
         request["ReplyToAddresses"] = [encode_mailbox(m) for m in options["reply_to"]]
     if options.get("configuration_set") or configuration_set:
         request["ConfigurationSetName"] = options.get("configuration_set") or configuration_set
+    # SES's tenant: its reputation and sending status, not the account's, answer for this send.
+    if email.ses_tenant_name:
+        request["TenantName"] = email.ses_tenant_name
     return request
 
 
@@ -207,7 +210,7 @@ class SesSender:
         try:
             response = self.client.send_email(**request)
         except Exception as exc:  # every failure is classified; none escapes as a crash
-            return classify_exception(exc)
+            return for_tenant(classify_exception(exc), email.ses_tenant_name)
         return classify_response(response)
 
     def _request(self, email: ClaimedEmail) -> dict[str, Any]:

@@ -43,6 +43,7 @@ class Effect(enum.Enum):
     SPEED_UP = "speed_up"  # a success restores the send rate towards its maximum
     SLOW_DOWN = "slow_down"  # SES throttled: lower the send rate
     PAUSE_REPLICA = "pause_replica"  # account or configuration problem: stop sending for a while
+    PAUSE_TENANT = "pause_tenant"  # SES paused the row's tenant: pause it in the database, others go on
     HOLD_CLAIMS = "hold_claims"  # nothing to send with: stop claiming for a poll interval
 
 
@@ -71,6 +72,10 @@ RULES: Mapping[Outcome, Rule] = MappingProxyType(
         Outcome.ACCOUNT_PROBLEM: Rule(
             Step.RELEASE, Delay.ACCOUNT_PAUSE, Effect.PAUSE_REPLICA, logging.CRITICAL,
             "SES account or configuration problem: pausing this replica",
+        ),
+        Outcome.TENANT_PAUSED: Rule(
+            Step.RELEASE, Delay.NONE, Effect.PAUSE_TENANT, logging.ERROR,
+            "SES paused this tenant's sending: pausing the tenant, released unsent, no attempt used",
         ),
         Outcome.DISABLED: Rule(Step.RELEASE, Delay.NONE, Effect.HOLD_CLAIMS, logging.INFO, "provider disabled"),
     }

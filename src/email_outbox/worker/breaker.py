@@ -52,7 +52,9 @@ READ_EVERY_SECONDS = 1.0
 PROBE_JITTER_SHARE = 1 / 3
 # Answers that prove the provider is up: the breaker closes (throttling and account problems then take
 # their own course in the action table).
-ANSWERS = frozenset({Outcome.ACCEPTED, Outcome.PERMANENT, Outcome.THROTTLED, Outcome.ACCOUNT_PROBLEM})
+ANSWERS = frozenset(
+    {Outcome.ACCEPTED, Outcome.PERMANENT, Outcome.THROTTLED, Outcome.ACCOUNT_PROBLEM, Outcome.TENANT_PAUSED}
+)
 # Outcomes that end a run of transient failures: the provider answered this email in words.
 RUN_ENDERS = frozenset({Outcome.ACCEPTED, Outcome.PERMANENT})
 FAILING_BROADLY, PROBE_FAILED = "provider failing broadly", "probe failed"

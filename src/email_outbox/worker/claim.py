@@ -27,7 +27,11 @@ class Claim:
 
     def context(self) -> dict[str, object]:
         """The fields every log line about this row carries."""
-        return {"id": self.email.id, "notification_id": self.email.notification_id}
+        return {
+            "id": self.email.id,
+            "notification_id": self.email.notification_id,
+            "tenant": self.email.tenant,
+        }
 
     def with_bodies(self, text_body: str | None, html_body: str | None) -> Claim:
         email = replace(self.email, text_body=text_body, html_body=html_body, bodies_loaded=True)

@@ -95,6 +95,15 @@ class WorkerConfig:
         default=True,
         metadata=_meta("PROVIDER_ENABLED", "bool", "false: claim nothing and idle (also --disable-provider)"),
     )
+    db_read_timeout: float = field(
+        default=5.0,
+        metadata=_meta(
+            "DB_READ_TIMEOUT",
+            float,
+            "seconds a database call may wait for the server's answer before the connection counts as"
+            " lost and the call moves to another host of the DSN (a paused or cut-off node)",
+        ),
+    )
     ses_connect_timeout: float = field(default=5.0, metadata=_meta("SES_CONNECT_TIMEOUT", float, "seconds"))
     ses_read_timeout: float = field(
         default=20.0,
@@ -304,6 +313,7 @@ def validate(c: WorkerConfig) -> None:
         c.retry_base_seconds <= c.retry_max_seconds <= 604800,
         f"{env_name('retry_max_seconds')} must be at least the base and at most 604800",
     )
+    _check(1 <= c.db_read_timeout <= 3600, f"{env_name('db_read_timeout')} must be 1 to 3600")
     _check(c.ses_connect_timeout > 0, f"{env_name('ses_connect_timeout')} must be above 0")
     _check(c.ses_read_timeout > 0, f"{env_name('ses_read_timeout')} must be above 0")
     # A send that can outlive its lease would be swept to UnknownOutcome while still in flight, and its

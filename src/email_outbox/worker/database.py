@@ -2,8 +2,11 @@
 
 The policy (docs/design.md section 8):
 - deadlock, lock wait timeout, snapshot or certification conflict, a Galera node not ready
-  (TransientDatabaseError): the call was rolled back; retried up to `transient_attempts` times;
-- a lost connection (DatabaseUnavailable) or a procedure missing for a moment (SchemaNotInstalled:
+  (TransientDatabaseError): the call was rolled back; retried up to `transient_attempts` times; a node
+  not ready (1047: outside the Primary Component, or joining) is left for another host of the DSN;
+- a lost connection (DatabaseUnavailable: also a node that stopped answering within the read timeout,
+  or one that left the Primary Component under a COMMIT, 1180; a write a read-only replica refused,
+  which changed nothing) or a procedure missing for a moment (SchemaNotInstalled:
   MySQL 8 redeploys a procedure as DROP + CREATE): reconnect and retry until the call's deadline,
   the end of the lease for a call about a claimed row; a call without a deadline (the claim) raises
   at once and its caller backs off;
@@ -22,12 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from email_outbox.db.connection import ER_WSREP_NOT_READY, mark_failed
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import (
     DatabaseUnavailable,
     InvalidInput,
     OutboxError,
+    ReadOnlyServer,
     SchemaNotInstalled,
     TransientDatabaseError,
 )
@@ -114,11 +119,13 @@ class DatabaseCalls:
                     self._stats.add("db_errors", "connected_to_later_host")
         return repo
 
-    def drop(self) -> None:
+    def drop(self, *, host_failed: bool = False) -> None:
         """Close this thread's connection (or the one of callers taking turns); the next call opens a
-        new one."""
+        new one, to another host of the DSN first when this one's host failed."""
         repo: OutboxRepository | None = getattr(self._local, "repo", None)
         if repo is not None:
+            if host_failed:
+                mark_failed(getattr(repo, "connection", None))
             repo.close()
         self._local.repo = None
 
@@ -146,17 +153,27 @@ class DatabaseCalls:
                 # conflict, normal under load, and its rate is worth watching apart from 1205 or 1047.
                 self._stats.add("db_errors", str(exc.errno or "transient"))
                 transient += 1
+                if exc.errno == ER_WSREP_NOT_READY:
+                    self.drop(host_failed=True)
                 if transient > self.policy.transient_attempts:
                     raise
                 log.warning(
                     TRANSIENT_RETRY_MESSAGE,
                     extra={"call": what, "error_code": exc.errno, "attempt": transient, "error": str(exc)},
                 )
+            except ReadOnlyServer as exc:
+                # A replica not yet promoted, met through a DSN that lists it: refused before any
+                # change, so nothing may have committed. Another host, as for a lost connection.
+                self._stats.add("db_errors", "read_only")
+                self.drop(host_failed=True)
+                if deadline is None or time.monotonic() + pause > deadline or self._give_up():
+                    raise DatabaseUnavailable(str(exc)) from exc
+                log.warning(LOST_CONNECTION_RETRY_MESSAGE, extra={"call": what, "error": str(exc)})
             except (DatabaseUnavailable, SchemaNotInstalled) as exc:
                 lost = isinstance(exc, DatabaseUnavailable)
                 self._stats.add("db_errors", "unavailable" if lost else "procedure_missing")
                 if lost:
-                    self.drop()
+                    self.drop(host_failed=True)
                     if losses is not None:
                         losses.append(str(exc))
                 if deadline is None or time.monotonic() + pause > deadline or self._give_up():

@@ -14,7 +14,7 @@ from email_outbox.models import ClaimedEmail
 from email_outbox.ses.classify import Decision
 from email_outbox.tracing.context import with_traceparent_tag
 from email_outbox.tracing.spans import send_attempt_span
-from email_outbox.worker.actions import DelayPolicy, action_for, release_unsent
+from email_outbox.worker.actions import DelayPolicy, Effect, action_for, release_unsent
 from email_outbox.worker.breaker import Breaker
 from email_outbox.worker.budget import ByteBudget
 from email_outbox.worker.claim import Claim
@@ -46,8 +46,10 @@ class Delivery:
         rng: random.Random,
         longest_send_seconds: float,
         breaker: Breaker,
+        worker_id: str = "worker",
     ) -> None:
         self._breaker = breaker
+        self._worker_id = worker_id
         self._sender = sender
         self._database = database
         self._finalizer = finalizer
@@ -134,11 +136,27 @@ class Delivery:
                 extra["retry_in_s"] = action.delay_seconds
             log.log(action.level, action.message, extra=extra)
         self._pacer.apply(action.effect)
+        if action.effect is Effect.PAUSE_TENANT:
+            # Before the release: the row's tenant is paused first, so no claim takes it again meanwhile.
+            self._pause_tenant(claim, decision)
         following = self._take_next(claim, take_next)
         _, started = self._finalizer.apply_and_start(claim, action, following)
         if following is not None and not started:
             self._pacer.give_back(1)
         return following if started else None
+
+    def _pause_tenant(self, claim: Claim, decision: Decision) -> None:
+        tenant = claim.email.ses_tenant_name or ""
+        try:
+            self._database.call(
+                "email_tenant_sending_paused",
+                lambda r: r.tenant_sending_paused(
+                    tenant, "ses-sending-paused", self._worker_id, decision.error_code
+                ),
+                deadline=claim.deadline,
+            )
+        except Exception:  # the release below still happens; the next send of the tenant pauses it again
+            log.exception("could not pause the tenant", extra=claim.context())
 
     @staticmethod
     def _take_next(sent: Claim, take_next: Callable[[], Claim | None] | None) -> Claim | None:

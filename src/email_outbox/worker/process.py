@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import OutboxError
 from email_outbox.ses.account import AccountQuota, AccountReader, AccountUnreadable, SesAccount
+from email_outbox.ses.sender import make_client
 from email_outbox.version import PACKAGE_VERSION
 from email_outbox.worker.actions import DelayPolicy
 from email_outbox.worker.breaker import Breaker
@@ -37,6 +38,7 @@ from email_outbox.worker.shared_rate import SharedRate
 from email_outbox.worker.slots import Slots
 from email_outbox.worker.startup import REQUIRED_PROCEDURES, check_schema, start_metrics, wait_for_database
 from email_outbox.worker.stats import WorkerStats
+from email_outbox.worker.tenant_status import TenantStatusWatch, get_tenant_status
 
 if TYPE_CHECKING:
     from email_outbox.metrics_server import MetricsServer
@@ -64,7 +66,14 @@ class Worker:
         self._signals = 0
         rng = rng or random.Random()
         self.database = DatabaseCalls(
-            repository_factory or (lambda: OutboxRepository.open(config.dsn)),
+            repository_factory
+            or (
+                lambda: OutboxRepository.open(
+                    config.dsn,
+                    connect_timeout=min(5.0, config.db_read_timeout),
+                    read_timeout=config.db_read_timeout,
+                )
+            ),
             config.dsn,
             self.stats,
             rng,
@@ -93,6 +102,7 @@ class Worker:
             rng,
             config.longest_send_seconds,
             self.breaker,
+            config.worker_id,
         )
         self.loop = ClaimLoop(
             config,
@@ -134,6 +144,10 @@ class Worker:
             return 0
         check_schema(self.database, config)
         self.shared_rate.refresh_account()
+        if config.provider_enabled:
+            TenantStatusWatch(
+                self.database, config.worker_id, lambda: get_tenant_status(make_client(config)), self.stopping
+            ).start()
         log.info(
             "worker started",
             extra={

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from email_outbox.db.durability import server_durability_risks
 from email_outbox.errors import ConfigError, DatabaseUnavailable, SchemaNotInstalled
 from email_outbox.schema.grants import WORKER_PROCEDURES
 from email_outbox.schema.routines import check_drift
@@ -61,6 +62,24 @@ def check_schema(database: DatabaseCalls, config: WorkerConfig) -> None:
             )
     except Exception as exc:  # the check is advice; an account without metadata access still runs
         log.warning("could not compare installed procedures", extra={"error": str(exc)})
+    warn_durability(repo.connection)
+
+
+def warn_durability(connection: Any) -> None:
+    """One WARNING when the server's settings let a crash lose a committed transition."""
+    try:
+        cursor = connection.cursor()
+        risks = server_durability_risks(cursor)
+        cursor.close()
+    except Exception as exc:  # advice too: never a reason not to deliver
+        log.warning("could not read the server's durability settings", extra={"error": str(exc)})
+        return
+    if risks:
+        # One line, its text fixed (WARNING_PREFIX) so alerts can match it; the risks in its fields.
+        log.warning(
+            "durability setting may lose committed transitions",
+            extra={"risks": "; ".join(r.describe() for r in risks)},
+        )
 
 
 def start_metrics(
