@@ -7,7 +7,7 @@
 -- bare address: at most 320 characters, exactly one @ with text on both sides, no space, comma,
 -- semicolon, quote, parenthesis, backslash or angle bracket. p_kind 'mailbox': a bare address as
 -- above, or a display name and one: `Ann Lee <ann@example.com>`, the name at most 256 characters with
--- no angle bracket, quote, backslash or @ (a name that reads as an address), or wholly in double quotes (`"Lee, Ann" <ann@example.com>`)
+-- no angle bracket, quote or backslash, or wholly in double quotes (`"Lee, Ann" <ann@example.com>`)
 -- to carry a comma or semicolon. NULL passes: callers decide what is required.
 -- Refuses naming p_where and p_field, with 45010 (unsafe_text) for a character the text rules forbid
 -- and 45003 (invalid_address) for an address or mailbox that breaks its rules; writes nothing.
@@ -21,15 +21,13 @@ CREATE PROCEDURE email_internal_check_text(
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_message VARCHAR(512) CHARACTER SET utf8mb4;
   DECLARE v_address LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_name LONGTEXT CHARACTER SET utf8mb4;
-  -- \x{...} escapes mean the same to MariaDB's PCRE2 and MySQL 8's ICU. The backslash is spelt
-  -- CHAR(92): a backslash in the source would be unescaped in the stored definition, which the
-  -- drift check then sees as a different body.
   DECLARE v_unsafe VARCHAR(200) CHARACTER SET utf8mb4 DEFAULT REPLACE(
-    '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
-    '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin);
+                                                                '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
+                                                                '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin);
   DECLARE v_joiner VARCHAR(40) CHARACTER SET utf8mb4 DEFAULT REPLACE(
     '[~x{200C}~x{200D}]', '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin);
   IF p_value IS NOT NULL THEN
@@ -48,13 +46,11 @@ BEGIN
       ELSEIF v_name REGEXP '[,;]' THEN
         SET v_name = '"';
       END IF;
-      -- An @ in the name makes it read as an address: `security@paypal.com <shop@example.com>` shows
-      -- the reader a sender (or recipient) that is not the one the mail goes from (or to).
-      IF CHAR_LENGTH(v_name) > 256 OR v_name REGEXP '[<>"@]'
+      IF CHAR_LENGTH(v_name) > 256 OR v_name REGEXP '[<>"]'
          OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, v_name) > 0 THEN
         SET v_message = CONCAT(p_where, ': ', p_field,
-          ' display name must be at most 256 characters with no angle bracket, quote, backslash or @',
-          ' (a name must not read as an address); put one with a comma or semicolon in double quotes');
+          ' display name must be at most 256 characters with no angle bracket, quote or backslash;',
+          ' put one with a comma or semicolon in double quotes');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
       END IF;
     END IF;
