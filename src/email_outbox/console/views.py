@@ -334,7 +334,7 @@ async def close_breaker(request: Request) -> Response:
     try:
         reason = reason_from(form)
         who = actor(request)
-        closed = await with_db(request, lambda r: r.close_breaker(who, reason))
+        closed = await with_db(request, lambda r: r.close_breaker(PROVIDER, who, reason))
     except OutboxError as exc:
         return problem(request, exc)
     log.info("provider breaker %s by %s", "closed" if closed else "already closed", who)

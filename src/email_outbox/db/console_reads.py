@@ -385,10 +385,10 @@ class ConsoleReads:
             lambda: self.repo.resolve_unknown_outcome(attempt_id, outcome, actor, reason, message_id)
         )
 
-    def close_breaker(self, actor: str, reason: str) -> int:
+    def close_breaker(self, provider_name: str, actor: str, reason: str) -> int:
         """email_breaker_close: 1 when the provider breaker was open or half open and is closed now."""
         return self._retrying(
-            lambda: self.repo.breaker_close(PROVIDER, actor, f"closed by an operator: {reason}")
+            lambda: self.repo.breaker_close(provider_name, actor, f"closed by an operator: {reason}")
         )
 
     def redrive(self, attempt_id: int, actor: str, reason: str) -> int:
