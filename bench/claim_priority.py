@@ -1,7 +1,7 @@
 """The priority claim against the size of the history (issue 26): the claim's plan and its time.
 
 For a table holding N terminal rows (10,000 and 1,000,000 by default) and a due backlog of 10,000
-rows, prints the plan of email_internal_claim_batch's locking scan (EXPLAIN and MariaDB's ANALYZE:
+rows, prints the plan of the claim's locking scan (procedures/source/fragments/claim_batch.sql) (EXPLAIN and MariaDB's ANALYZE:
 index, access type, estimated and real rows read, no sort) and the median and p99 of an 8-row
 email_claim_batch_bounded (each batch released again, so the backlog stays), once with the backlog spread
 over priorities 0-9 and once with every row at 9 (what an operator who sends everything at 9 gets).
@@ -31,7 +31,7 @@ from email_outbox_devtools.dbserver import PrivateServer
 from email_outbox_devtools.localdb import migrate_for_local_use
 
 BACKLOG = 10_000
-# The locking scan exactly as email_internal_claim_batch runs it (its FORCE INDEX included).
+# The locking scan as the claim (procedures/source/fragments/claim_batch.sql) ran it before tenants (its FORCE INDEX included).
 CLAIM_SCAN = (
     "SELECT id, status FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_queue)"
     " WHERE claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)"

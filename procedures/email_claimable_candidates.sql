@@ -10,17 +10,18 @@ CREATE PROCEDURE email_claimable_candidates(
 READS SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_claimable_candidates: limit must be 1 to 10000';
   END IF;
-  SELECT id, notification_id, to_address, from_address, subject, text_body, html_body,
-         status, attempt_count, max_attempts, next_attempt_at,
-         COALESCE(LENGTH(text_body), 0) + COALESCE(LENGTH(html_body), 0) AS body_bytes,
-         message_options, attachment_bytes
-    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_queue)
-   WHERE claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
-     AND claim_due_at <= UTC_TIMESTAMP(6)
-     AND attempt_count < max_attempts
+  SELECT a.id, a.notification_id, a.to_address, a.from_address, a.subject, a.text_body, a.html_body,
+         a.status, a.attempt_count, a.max_attempts, a.next_attempt_at,
+         COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
+         a.message_options, a.attachment_bytes
+    FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_claim_queue)
+   WHERE a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+     AND a.claim_due_at <= UTC_TIMESTAMP(6)
+         AND a.attempt_count < a.max_attempts
    ORDER BY claim_queue_rank, claim_due_at, id
    LIMIT p_limit;
 END

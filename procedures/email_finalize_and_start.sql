@@ -65,6 +65,8 @@ BEGIN
         DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_finalize_and_start', SUBSTRING(v_refusal, 6));
         IF LEFT(v_refusal, 5) = '45007' THEN
           SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        ELSEIF LEFT(v_refusal, 5) = '45010' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
         END IF;
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END;
@@ -77,6 +79,8 @@ BEGIN
         DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_finalize_and_start: next', SUBSTRING(v_refusal, 6));
         IF LEFT(v_refusal, 5) = '45007' THEN
           SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        ELSEIF LEFT(v_refusal, 5) = '45010' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
         END IF;
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END;
@@ -92,57 +96,114 @@ BEGIN
   ELSE
     SAVEPOINT email_outbox_call;
   END IF;
-  UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
-     SET a.status = CASE v_outcome
-                      WHEN 'Released' THEN COALESCE(a.claimed_from_status, 'Pending')
-                      WHEN 'Retrying' THEN IF(a.attempt_count + 1 >= a.max_attempts, 'Failed', 'Retrying')
-                      ELSE v_outcome
-                    END,
-         a.next_attempt_at = IF(v_outcome = 'Released' OR (v_outcome = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
-                                v_now + INTERVAL COALESCE(p_delay_seconds, 0) SECOND, a.next_attempt_at),
-         a.last_attempt_at = IF(v_outcome <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
-         a.last_error_code = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), a.last_error_code),
-         a.provider_message_id = IF(v_outcome = 'Sent', p_provider_message_id, a.provider_message_id),
-         a.sent_at = IF(v_outcome = 'Sent', v_now, a.sent_at),
-         a.attempt_count = a.attempt_count + IF(v_outcome <> 'Released', 1, 0),
-         a.claim_token = NULL,
-         a.lease_expires_at = NULL,
-         a.claimed_from_status = NULL,
-         a.reserved_at = NULL,
-         a.row_version = a.row_version + 1,
-         a.updated_at = v_now,
-         a.last_error_message = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), LEFT(p_error_message, 8000), a.last_error_message)
-   WHERE a.id = p_id
-     AND a.claim_token = p_claim_token COLLATE utf8mb4_bin
-     AND a.status = 'Processing'
-     AND (NULL IS NULL OR a.lease_expires_at <= NULL)
-     AND (NULL IS NULL OR v_outcome <> 'Released' OR a.reserved_at IS NOT NULL);
-  IF ROW_COUNT() = 1 THEN
-    -- The audit event from the row just written (its status, its claimant), in one statement.
-    INSERT INTO email_delivery_events
-      (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-    SELECT a.id, v_now, 'Processing', a.status, p_claim_token, COALESCE(NULL, a.claimed_by), SESSION_USER(),
-           COALESCE(NULL, CASE
-             WHEN v_outcome = 'Sent' THEN CONCAT('provider_message_id=', p_provider_message_id)
-             WHEN v_outcome = 'UnknownOutcome' THEN
-               LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(p_error_message, '?')), 2000)
-             WHEN v_outcome = 'Failed' THEN CONCAT('permanent failure: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
-             WHEN v_outcome = 'Retrying' AND a.status = 'Failed' THEN
-               CONCAT('attempts used up: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
-             WHEN v_outcome = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
-             ELSE CONCAT('released, due again in ', COALESCE(p_delay_seconds, 0), 's')
-           END)
-      FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
-     WHERE a.id = p_id;
-    -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed
-    -- from) write a status that depends on the row.
-    IF v_outcome IN ('Sent', 'Failed', 'UnknownOutcome') THEN
-      SET v_to = CASE v_outcome WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' ELSE 'UnknownOutcome' END;
+  -- A send accepted is nearly every call: its change is spelled for Sent alone, so the statements name
+  -- no outcome variable the server would rewrite and re-evaluate on every execution.
+  IF v_outcome = 'Sent' THEN
+    UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
+       SET a.status = CASE 'Sent'
+                        WHEN 'Released' THEN COALESCE(a.claimed_from_status, 'Pending')
+                        WHEN 'Retrying' THEN IF(a.attempt_count + 1 >= a.max_attempts, 'Failed', 'Retrying')
+                        ELSE 'Sent'
+                      END,
+           a.next_attempt_at = IF('Sent' = 'Released' OR ('Sent' = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
+                                  v_now + INTERVAL COALESCE(0, 0) SECOND, a.next_attempt_at),
+           a.last_attempt_at = IF('Sent' <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
+           a.last_error_code = IF('Sent' IN ('Failed', 'Retrying', 'UnknownOutcome'), IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), a.last_error_code),
+           a.provider_message_id = IF('Sent' = 'Sent', p_provider_message_id, a.provider_message_id),
+           a.sent_at = IF('Sent' = 'Sent', v_now, a.sent_at),
+           a.attempt_count = a.attempt_count + IF('Sent' <> 'Released', 1, 0),
+           a.claim_token = NULL,
+           a.lease_expires_at = NULL,
+           a.claimed_from_status = NULL,
+           a.reserved_at = NULL,
+           a.row_version = a.row_version + 1,
+           a.updated_at = v_now,
+           a.last_error_message = IF('Sent' IN ('Failed', 'Retrying', 'UnknownOutcome'), LEFT(NULL, 8000), a.last_error_message)
+     WHERE a.id = p_id
+       AND a.claim_token = p_claim_token COLLATE utf8mb4_bin
+       AND a.status = 'Processing'
+       AND (NULL IS NULL OR a.lease_expires_at <= NULL)
+       AND (NULL IS NULL OR 'Sent' <> 'Released' OR a.reserved_at IS NOT NULL);
+    IF ROW_COUNT() = 1 THEN
+      -- The audit event from the row just written (its status, its claimant), in one statement.
+      INSERT INTO email_delivery_events
+        (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+      SELECT a.id, v_now, 'Processing', a.status, p_claim_token, COALESCE(NULL, a.claimed_by), SESSION_USER(),
+             COALESCE(NULL, CASE
+               WHEN 'Sent' = 'Sent' THEN CONCAT('provider_message_id=', p_provider_message_id)
+               WHEN 'Sent' = 'UnknownOutcome' THEN
+                 LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(NULL, '?')), 2000)
+               WHEN 'Sent' = 'Failed' THEN CONCAT('permanent failure: ', COALESCE(IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), '?'))
+               WHEN 'Sent' = 'Retrying' AND a.status = 'Failed' THEN
+                 CONCAT('attempts used up: ', COALESCE(IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), '?'))
+               WHEN 'Sent' = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), '?'))
+               ELSE CONCAT('released, due again in ', COALESCE(0, 0), 's')
+             END)
+        FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
+       WHERE a.id = p_id;
+      -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed
+      -- from) write a status that depends on the row.
+      IF 'Sent' IN ('Sent', 'Failed', 'UnknownOutcome') THEN
+        SET v_to = CASE 'Sent' WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' ELSE 'UnknownOutcome' END;
+      ELSE
+        SELECT a.status INTO v_to FROM email_delivery_attempts a FORCE INDEX (PRIMARY) WHERE a.id = p_id;
+      END IF;
     ELSE
-      SELECT a.status INTO v_to FROM email_delivery_attempts a FORCE INDEX (PRIMARY) WHERE a.id = p_id;
+      SET v_to = NULL;
     END IF;
   ELSE
-    SET v_to = NULL;
+    UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
+       SET a.status = CASE v_outcome
+                        WHEN 'Released' THEN COALESCE(a.claimed_from_status, 'Pending')
+                        WHEN 'Retrying' THEN IF(a.attempt_count + 1 >= a.max_attempts, 'Failed', 'Retrying')
+                        ELSE v_outcome
+                      END,
+           a.next_attempt_at = IF(v_outcome = 'Released' OR (v_outcome = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
+                                  v_now + INTERVAL COALESCE(p_delay_seconds, 0) SECOND, a.next_attempt_at),
+           a.last_attempt_at = IF(v_outcome <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
+           a.last_error_code = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), a.last_error_code),
+           a.provider_message_id = IF(v_outcome = 'Sent', p_provider_message_id, a.provider_message_id),
+           a.sent_at = IF(v_outcome = 'Sent', v_now, a.sent_at),
+           a.attempt_count = a.attempt_count + IF(v_outcome <> 'Released', 1, 0),
+           a.claim_token = NULL,
+           a.lease_expires_at = NULL,
+           a.claimed_from_status = NULL,
+           a.reserved_at = NULL,
+           a.row_version = a.row_version + 1,
+           a.updated_at = v_now,
+           a.last_error_message = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), LEFT(p_error_message, 8000), a.last_error_message)
+     WHERE a.id = p_id
+       AND a.claim_token = p_claim_token COLLATE utf8mb4_bin
+       AND a.status = 'Processing'
+       AND (NULL IS NULL OR a.lease_expires_at <= NULL)
+       AND (NULL IS NULL OR v_outcome <> 'Released' OR a.reserved_at IS NOT NULL);
+    IF ROW_COUNT() = 1 THEN
+      -- The audit event from the row just written (its status, its claimant), in one statement.
+      INSERT INTO email_delivery_events
+        (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+      SELECT a.id, v_now, 'Processing', a.status, p_claim_token, COALESCE(NULL, a.claimed_by), SESSION_USER(),
+             COALESCE(NULL, CASE
+               WHEN v_outcome = 'Sent' THEN CONCAT('provider_message_id=', p_provider_message_id)
+               WHEN v_outcome = 'UnknownOutcome' THEN
+                 LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(p_error_message, '?')), 2000)
+               WHEN v_outcome = 'Failed' THEN CONCAT('permanent failure: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
+               WHEN v_outcome = 'Retrying' AND a.status = 'Failed' THEN
+                 CONCAT('attempts used up: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
+               WHEN v_outcome = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
+               ELSE CONCAT('released, due again in ', COALESCE(p_delay_seconds, 0), 's')
+             END)
+        FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
+       WHERE a.id = p_id;
+      -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed
+      -- from) write a status that depends on the row.
+      IF v_outcome IN ('Sent', 'Failed', 'UnknownOutcome') THEN
+        SET v_to = CASE v_outcome WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' ELSE 'UnknownOutcome' END;
+      ELSE
+        SELECT a.status INTO v_to FROM email_delivery_attempts a FORCE INDEX (PRIMARY) WHERE a.id = p_id;
+      END IF;
+    ELSE
+      SET v_to = NULL;
+    END IF;
   END IF;
   UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
      SET a.reserved_at = NULL

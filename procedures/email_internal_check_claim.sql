@@ -17,6 +17,8 @@ BEGIN
         DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT(p_where, SUBSTRING(v_refusal, 6));
         IF LEFT(v_refusal, 5) = '45007' THEN
           SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        ELSEIF LEFT(v_refusal, 5) = '45010' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
         END IF;
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
       END;

@@ -21,15 +21,13 @@ CREATE PROCEDURE email_internal_check_text(
 NO SQL
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_message VARCHAR(512) CHARACTER SET utf8mb4;
   DECLARE v_address LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_name LONGTEXT CHARACTER SET utf8mb4;
-  -- \x{...} escapes mean the same to MariaDB's PCRE2 and MySQL 8's ICU. The backslash is spelt
-  -- CHAR(92): a backslash in the source would be unescaped in the stored definition, which the
-  -- drift check then sees as a different body.
   DECLARE v_unsafe VARCHAR(200) CHARACTER SET utf8mb4 DEFAULT REPLACE(
-    '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
-    '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin);
+                                                                '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
+                                                                '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin);
   DECLARE v_joiner VARCHAR(40) CHARACTER SET utf8mb4 DEFAULT REPLACE(
     '[~x{200C}~x{200D}]', '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin);
   IF p_value IS NOT NULL THEN

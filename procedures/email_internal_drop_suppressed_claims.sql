@@ -1,4 +1,4 @@
--- Internal: inside email_internal_claim_batch's transaction, after email_internal_fail_suppressed_claims.
+-- Internal: inside the batch claim's transaction (source/fragments/claim_batch.sql), after email_internal_fail_suppressed_claims.
 -- Each whole message (email_enqueue_message) just claimed has its recipients suppressed since its
 -- enqueue left out (email_internal_drop_suppressed_row).
 CREATE PROCEDURE email_internal_drop_suppressed_claims()

@@ -1,7 +1,7 @@
 -- Internal: a row that was never handed to SES ends Failed with p_code ('Cancelled', 'Expired'),
 -- never to be sent, audited with p_actor and p_why (NULL: the expiry's own text); no attempt is counted. It applies to a row that is
 -- Pending or Retrying, or Processing as a reservation whose send has not started (reserved_at set):
--- then its claim is cleared, so the reservation's start mark (email_internal_start, fenced by the
+-- then its claim is cleared, so the reservation's start mark (start_one, fenced by the
 -- claim token, Processing and reserved_at) finds nothing and the worker does not send it. A started
 -- claim, a terminal row or UnknownOutcome is left alone. The row lock taken first orders this against
 -- a start or a claim that reached the row at the same moment: whichever came first wins, never both.

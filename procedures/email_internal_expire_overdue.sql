@@ -1,4 +1,4 @@
--- Internal: the expiry sweep, run by every claim (email_internal_claim_batch) and by
+-- Internal: the expiry sweep, run by every claim that finds one due (source/fragments/claim_batch.sql) and by
 -- email_sweep_stale_leases, for rows no claim reaches in time (due later than their expiry, or
 -- nobody claiming). Up to p_limit rows past their expires_at that were never handed to SES (Pending,
 -- Retrying, or a reservation not started) end Failed 'Expired', each audited in its own unit of work
@@ -13,6 +13,7 @@ CREATE PROCEDURE email_internal_expire_overdue(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
@@ -22,8 +23,8 @@ BEGIN
     SELECT id
       FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_expiry)
      WHERE status IN ('Pending', 'Retrying', 'Processing')
-       AND expires_at <= v_now
-       AND (status <> 'Processing' OR reserved_at IS NOT NULL)
+           AND expires_at <= v_now
+           AND (status <> 'Processing' OR reserved_at IS NOT NULL)
      ORDER BY expires_at
      LIMIT p_limit;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;

@@ -1,4 +1,4 @@
--- Internal: inside email_internal_claim_batch's transaction, right after the locking read. Rows just
+-- Internal: inside the batch claim's transaction (source/fragments/claim_batch.sql), right after the locking read. Rows just
 -- locked for the claim (email_claim_batch_rows) whose expires_at has passed end Failed ('Expired',
 -- never handed to SES, no attempt counted), audited in one statement, and leave the id list, so the
 -- claim neither takes nor returns them. Nearly always there is none: one join over the locked ids.

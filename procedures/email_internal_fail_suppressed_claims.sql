@@ -1,4 +1,4 @@
--- Internal: the batch form of email_internal_fail_if_suppressed, inside email_internal_claim_batch's
+-- Internal: the batch form of email_internal_fail_if_suppressed, inside the batch claim's
 -- transaction. Rows just locked for the claim (email_claim_batch_rows) whose recipient is on the
 -- suppression list end Failed ('Suppressed', never handed to SES, no attempt counted), audited in one
 -- statement, and leave the id list, so the claim neither takes nor returns them.

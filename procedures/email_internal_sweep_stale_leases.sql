@@ -1,5 +1,5 @@
 -- Internal (not part of the public contract, no grant needed): the sweep shared by
--- email_sweep_stale_leases and every batch claim (email_internal_claim_batch): a started claim whose
+-- email_sweep_stale_leases and every batch claim that finds one (source/fragments/claim_batch.sql): a started claim whose
 -- lease passed goes to UnknownOutcome, an unstarted reservation back to where it was claimed from.
 -- Returns no result set; the count goes to p_affected.
 -- Shape: a non-locking read of candidate ids, then one guarded UPDATE per primary key. A single range
@@ -11,6 +11,7 @@ CREATE PROCEDURE email_internal_sweep_stale_leases(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_token VARCHAR(64) CHARACTER SET utf8mb4;

@@ -15,52 +15,87 @@ CREATE PROCEDURE email_try_claim(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_affected BIGINT DEFAULT 0;
-  DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_own INT DEFAULT NULL;
   DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_expired_from VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
-    CALL email_internal_undo(v_own);
+    BEGIN
+      DECLARE CONTINUE HANDLER FOR 1305 BEGIN END;
+      IF v_own = 1 THEN
+        ROLLBACK;
+      ELSEIF v_own = 0 THEN
+        ROLLBACK TO SAVEPOINT email_outbox_call;
+      END IF;
+    END;
     RESIGNAL;
   END;
-  CALL email_internal_check_claim('email_try_claim', p_id, p_claim_token);
-  IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
-    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = 'email_try_claim: claimed_by must be 1 to 191 characters';
+  BEGIN
+    DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE
+        WHEN p_id IS NULL OR p_id < 1 THEN '45001: id must be a positive integer'
+        WHEN p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters'
+        WHEN p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
+          '45007: claimed_by must be 1 to 191 characters'
+        WHEN p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN '45007: lease_seconds must be 1 to 86400'
+        WHEN p_claimed_by REGEXP REPLACE(
+                                   '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
+                                   '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin) THEN
+          '45010: claimed_by must not contain control characters, line or paragraph separators, bidi formatting or invisible format characters'
+      END;
+    IF v_refusal IS NOT NULL THEN
+      BEGIN
+        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_try_claim', SUBSTRING(v_refusal, 6));
+        IF LEFT(v_refusal, 5) = '45007' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
+        ELSEIF LEFT(v_refusal, 5) = '45010' THEN
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
+        END IF;
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+      END;
+    END IF;
+  END;
+  BEGIN
+    DECLARE CONTINUE HANDLER FOR 1568 SET v_own = 0;
+    SET v_own = 1;
+    SET TRANSACTION READ WRITE;
+  END;
+  IF v_own = 1 THEN
+    START TRANSACTION;
+  ELSE
+    SAVEPOINT email_outbox_call;
   END IF;
-  IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
-    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = 'email_try_claim: lease_seconds must be 1 to 86400';
-  END IF;
-  CALL email_internal_check_text('email_try_claim', 'claimed_by', p_claimed_by, 'text');
-
-  -- Assignments read columns before they are changed, so the result is the same under MySQL's
-  -- left-to-right and MariaDB's SIMULTANEOUS_ASSIGNMENT semantics.
-  CALL email_internal_begin(v_own);
   -- A row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
   CALL email_internal_fail_if_suppressed(p_id, v_now, p_claimed_by, v_suppressed);
   -- A row past its expires_at ends Failed ('Expired') instead of being claimed (the claim then matches 0).
   CALL email_internal_end_unsent(p_id, v_now, 'Expired', NULL, p_claimed_by, 1, v_expired_from);
-  UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
-     SET claimed_from_status = status,
-         status = 'Processing',
-         claim_token = p_claim_token,
-         claimed_by = p_claimed_by,
-         claimed_at = v_now,
-         lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
-         row_version = row_version + 1,
-         updated_at = v_now
-   WHERE id = p_id
-     AND claim_due_at <= v_now
-     AND attempt_count < max_attempts;
+  UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
+     SET a.claimed_from_status = a.status,
+         a.status = 'Processing',
+         a.claim_token = p_claim_token,
+         a.claimed_by = p_claimed_by,
+         a.claimed_at = v_now,
+         a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
+         a.reserved_at = NULL,
+         a.row_version = a.row_version + 1,
+         a.updated_at = v_now
+   WHERE a.id = p_id
+     AND a.claim_due_at <= v_now
+         AND a.attempt_count < a.max_attempts;
   SET v_affected = ROW_COUNT();
   IF v_affected = 1 THEN
-    SELECT claimed_from_status INTO v_from FROM email_delivery_attempts WHERE id = p_id;
-    CALL email_internal_record_event(p_id, v_now, v_from, 'Processing', p_claim_token, p_claimed_by, 'claimed');
+    INSERT INTO email_delivery_events
+      (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+    SELECT a.id, v_now, a.claimed_from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
+      FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
+     WHERE a.id = p_id;
     CALL email_internal_drop_suppressed_row(p_id);
   END IF;
-  CALL email_internal_end(v_own);
+  IF v_own = 1 THEN
+    COMMIT;
+  END IF;
   SELECT v_affected AS affected, a.id, a.notification_id, a.to_address, a.from_address, a.subject,
          a.text_body, a.html_body, a.attempt_count, a.max_attempts, a.lease_expires_at,
          IF(a.id IS NULL, NULL, COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0)) AS body_bytes,

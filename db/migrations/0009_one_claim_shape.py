@@ -8,11 +8,9 @@ The deprecated public names of this release (email_claim_batch_v2, email_purge_b
 wrappers; the next release's migration retires them the same way (docs/procedures.md, "Versions").
 """
 
-from typing import Any
-
 from yoyo import step
 
-from email_outbox.schema.routines import retire_procedures
+from email_outbox.schema.routines import retire_step
 
 __depends__ = {"0008_copy_recipient_events"}
 
@@ -21,12 +19,4 @@ __transactional__ = False
 RETIRED = ("email_internal_claim_v2",)
 
 
-def retire(conn: Any) -> None:
-    cursor = conn.cursor()
-    try:
-        retire_procedures(cursor, RETIRED)
-    finally:
-        cursor.close()
-
-
-steps = [step(retire)]
+steps = [step(retire_step(RETIRED))]

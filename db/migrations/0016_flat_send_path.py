@@ -13,11 +13,9 @@ never meets a missing procedure. The old lower-case outcome names (sent, failed,
 released, started) are refused from now on by the new files. No table changes: every row stays.
 """
 
-from typing import Any
-
 from yoyo import step
 
-from email_outbox.schema.routines import retire_procedures
+from email_outbox.schema.routines import retire_step
 
 __depends__ = {"0015_claim_queue"}
 
@@ -36,12 +34,4 @@ RETIRED = (
 )
 
 
-def retire(conn: Any) -> None:
-    cursor = conn.cursor()
-    try:
-        retire_procedures(cursor, RETIRED)
-    finally:
-        cursor.close()
-
-
-steps = [step(retire)]
+steps = [step(retire_step(RETIRED))]

@@ -31,7 +31,13 @@ BEGIN
   {{>finalize_refused | where = 'email_finalize_and_start' | id = p_id | token = p_claim_token | more_refusals = | outcome = v_outcome | provider_message_id = p_provider_message_id | error_code = p_error_code | delay = COALESCE(p_delay_seconds, 0) | delay_field = 'delay_seconds'}}
   {{>refuse | where = 'email_finalize_and_start: next' | refusal = CASE {{>id_refusal | id = p_next_id}} {{>token_refusal | token = p_next_claim_token}} END}}
   {{>unit_begin | own = v_own}}
-  {{>finalize_settle | id = p_id | token = p_claim_token | outcome = v_outcome | provider_message_id = p_provider_message_id | error_code = p_error_code | error_message = p_error_message | delay = p_delay_seconds | to_status = v_to}}
+  -- A send accepted is nearly every call: its change is spelled for Sent alone, so the statements name
+  -- no outcome variable the server would rewrite and re-evaluate on every execution.
+  IF v_outcome = 'Sent' THEN
+    {{>finalize_settle | id = p_id | token = p_claim_token | outcome = 'Sent' | provider_message_id = p_provider_message_id | error_code = NULL | error_message = NULL | delay = 0 | to_status = v_to}}
+  ELSE
+    {{>finalize_settle | id = p_id | token = p_claim_token | outcome = v_outcome | provider_message_id = p_provider_message_id | error_code = p_error_code | error_message = p_error_message | delay = p_delay_seconds | to_status = v_to}}
+  END IF;
   {{>start_one | id = p_next_id | token = p_next_claim_token | now = v_now | to_status = v_started}}
   {{>unit_end | own = v_own}}
   SELECT IF(v_to IS NULL, 0, 1) AS affected, v_to AS status, IF(v_started IS NULL, 0, 1) AS started;

@@ -25,9 +25,9 @@ from starlette.testclient import TestClient
 from email_outbox.cli.console import build_settings, loopback_hosts
 from email_outbox.cli.main import build_parser, main
 from email_outbox.console.auth import BasicAuth, NoAuth, TrustedHeader
-from email_outbox.console.data import ConsoleReads
 from email_outbox.console.login_limit import FailedLogins
 from email_outbox.console.users import UsersFile, add_user, verify_password
+from email_outbox.db.console_reads import ConsoleReads
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import AccessDenied
@@ -666,7 +666,7 @@ def test_every_response_carries_the_security_headers(client: TestClient, repo: O
 def test_no_stack_trace_reaches_the_browser(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(self: ConsoleReads, count_cap: int) -> None:
+    def broken(self: ConsoleReads, count_cap: int, provider_name: str) -> None:
         raise RuntimeError("secret internals at /srv/app.py line 12")
 
     monkeypatch.setattr(ConsoleReads, "overview", broken)

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from email_outbox.console.app import MAX_FORM_BYTES
-from email_outbox.console.data import MAX_BODY_CHARS
+from email_outbox.db.console_reads import MAX_BODY_CHARS
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from tests.support.console_support import PASSWORD, USER, ConsoleUnderTest, Served, make_console, unknown_row

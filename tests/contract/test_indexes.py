@@ -12,7 +12,7 @@ from tests.support.helpers import enqueue_many, token
 # The scans exactly as email_claim_batch and email_internal_sweep_stale_leases run them, without the
 # FORCE INDEX hints: the optimizer must pick these indexes on its own, so the hints are a safety net
 # and not the only thing standing between a claim and a full table scan.
-# The claim is the one exception: email_internal_claim_batch forces the priority index
+# The claim is the one exception: the claim (procedures/source/fragments/claim_batch.sql) forces the priority index
 # (claim_queue_rank, claim_due_at, id), and that is what is checked here. Left to itself on a small backlog
 # the optimizer may take the due-time index instead, also a range that skips the history, plus a sort.
 CLAIM_SCAN = (

@@ -415,7 +415,7 @@ def test_upgrade_from_before_0009_keeps_rows_and_retires_the_old_names(
             "email_internal_claim_rows",
             "email_internal_drop_suppressed_row",
         ):
-            cur.execute(f"DROP PROCEDURE {name}")
+            cur.execute(f"DROP PROCEDURE IF EXISTS {name}")
         assert sorted(sync_procedures(cur, PRE_0009)) == sorted(p.stem for p in PRE_0009.glob("*.sql"))
         conn.commit()
     finally:

@@ -61,7 +61,7 @@ def test_raised_by_follows_calls_into_the_shared_checks() -> None:
     by_errno = raised_by()
     # email_internal_check_sender, reached through email_internal_enqueue.
     assert by_errno[45005] == ["email_enqueue", "email_enqueue_message"]
-    # email_internal_check_token, reached through email_internal_check_claim.
+    # the claim token's rule (fragments/token_refusal.sql), assembled into every call that names a claim.
     assert "email_finalize_sent" in by_errno[45007]
     # email_internal_check_text refuses an address only for the kinds that are one.
     assert "email_try_claim" in by_errno[45010] and "email_try_claim" not in by_errno[45003]

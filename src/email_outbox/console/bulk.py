@@ -15,7 +15,6 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from email_outbox.console.data import ConsoleReads
 from email_outbox.console.security import CsrfTokens
 from email_outbox.console.views import (
     MAX_SEARCH_CHARS,
@@ -26,6 +25,7 @@ from email_outbox.console.views import (
     render,
     with_db,
 )
+from email_outbox.db.console_reads import ConsoleReads
 from email_outbox.errors import InvalidInput, OutboxError
 from email_outbox.models import Status
 from email_outbox.operator_text import REQUEUE_WARNING, parse_duration

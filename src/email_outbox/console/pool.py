@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from email_outbox.console.data import ConsoleReads, cursor_of
+from email_outbox.db.console_reads import ConsoleReads, cursor_of
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.schema.grants import CONSOLE_ACTIONS, CONSOLE_CANCEL

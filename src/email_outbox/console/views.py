@@ -18,11 +18,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from email_outbox.console.data import ConsoleReads, Overview
 from email_outbox.console.security import body_headers
+from email_outbox.db.console_reads import ConsoleReads, Overview
 from email_outbox.display import age, visible, when
 from email_outbox.errors import AccessDenied, InvalidInput, NotFound, OutboxError, ReadOnlyServer
 from email_outbox.models import Status
+from email_outbox.ses import PROVIDER
 
 log = logging.getLogger("email_outbox.console")
 T = TypeVar("T")
@@ -121,7 +122,9 @@ def _chart(overview: Overview) -> dict[str, Any]:
 
 async def _render_overview(request: Request, template: str) -> Response:
     try:
-        data = await with_db(request, lambda r: r.overview(request.app.state.settings.overview_count_cap))
+        data = await with_db(
+            request, lambda r: r.overview(request.app.state.settings.overview_count_cap, PROVIDER)
+        )
     except OutboxError as exc:
         return problem(request, exc)
     return render(request, template, o=data, chart=_chart(data))

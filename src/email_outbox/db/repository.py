@@ -27,6 +27,7 @@ from email_outbox.db.provider_calls import ProviderEventCalls
 from email_outbox.db.reads import OperatorReads
 from email_outbox.db.send_rate_calls import SendRateCalls
 from email_outbox.db.tenant_calls import TenantCalls
+from email_outbox.errors import InvalidArgument
 from email_outbox.models import (
     Attachment,
     Candidate,
@@ -396,4 +397,35 @@ class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRat
             return server_durability_risks(cursor)
 
 
-__all__ = ["DRIVER_ERRORS", "Connection", "OutboxRepository", "connect", "first_ready", "translate_error"]
+def finalize_alone(repo: OutboxRepository, item: FinalizeItem) -> int:
+    """`item` through the single procedure its outcome names (email_finalize_batch's table in
+    docs/procedures.md), for one finalize or start alone: its affected-row count."""
+    if item.outcome == "Sent":
+        return repo.finalize_sent(item.id, item.claim_token, item.provider_message_id or "")
+    if item.outcome == "UnknownOutcome":
+        return repo.finalize_unknown(item.id, item.claim_token, item.error_message)
+    if item.outcome == "Released":
+        return repo.release_claim(item.id, item.claim_token, item.delay_seconds)
+    if item.outcome == "Started":
+        return repo.start_send(item.id, item.claim_token)
+    if item.outcome not in ("Failed", "Retrying"):
+        raise InvalidArgument(f"not an outcome: {item.outcome!r}")
+    return repo.finalize_failure(
+        item.id,
+        item.claim_token,
+        permanent=item.outcome == "Failed",
+        error_code=item.error_code,
+        error_message=item.error_message,
+        retry_delay_seconds=item.delay_seconds,
+    ).affected
+
+
+__all__ = [
+    "DRIVER_ERRORS",
+    "Connection",
+    "OutboxRepository",
+    "connect",
+    "finalize_alone",
+    "first_ready",
+    "translate_error",
+]

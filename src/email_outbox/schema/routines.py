@@ -7,7 +7,7 @@ execute, so no client-side statement splitter ever sees a procedure body.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -178,3 +178,17 @@ def sync_procedures_step(conn: Any) -> None:
         sync_procedures(cursor)
     finally:
         cursor.close()
+
+
+def retire_step(names: Collection[str]) -> Callable[[Any], None]:
+    """A migration's yoyo step (called with yoyo's DB-API connection) that retires `names`
+    (retire_procedures)."""
+
+    def retire(conn: Any) -> None:
+        cursor = conn.cursor()
+        try:
+            retire_procedures(cursor, names)
+        finally:
+            cursor.close()
+
+    return retire

@@ -1,9 +1,9 @@
 """A lean SESv2 SendEmail: boto3's resolution and botocore's validator, serializer, signer, HTTP
 session and parser, without the per-call machinery of a boto3 client around them.
 
-boto3's send_email spent about 1.2 ms of CPU per email in the worker, most of it in what a client
-does around the request (its event hooks, endpoint rules evaluated per call, retry and checksum
-bookkeeping, user-agent assembly, the response's many handlers). Everything that decides where a
+Most of the worker's CPU for a boto3 send_email went to what a client does around the request (its
+event hooks, endpoint rules evaluated per call, retry and checksum bookkeeping, user-agent assembly,
+the response's many handlers; docs/performance.md, "The lean SES client"). Everything that decides where a
 request goes, what it carries, who signs it and what a failure means stays botocore's own:
 
 - region, endpoint URL (AWS_ENDPOINT_URL_SESV2 / AWS_ENDPOINT_URL / the regional or FIPS default),

@@ -96,8 +96,8 @@ class DatabaseCalls:
     def taking_turns(self) -> DatabaseCalls:
         """The same calls under the same policy on one connection of their own, for callers that never
         call at once (the finalizer: its group commit lands one call at a time). The server then meets
-        one busy connection instead of one per send slot, each woken from sleep for every call: at 50
-        ms provider latency that was about 0.1 ms of its CPU per email (docs/performance.md)."""
+        one busy connection instead of one per send slot, each woken from sleep for every call
+        (docs/performance.md measures what that saves)."""
         twin = DatabaseCalls(
             self.open_repository, self._dsn, self._stats, self._rng, give_up=self._give_up, policy=self.policy
         )

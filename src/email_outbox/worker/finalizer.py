@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from email_outbox import failpoints
-from email_outbox.db.repository import OutboxRepository
+from email_outbox.db.repository import OutboxRepository, finalize_alone
 from email_outbox.errors import InvalidInput, OutboxError
 from email_outbox.models import FinalizeItem
 from email_outbox.worker.actions import START, Action, Step, release_unsent
@@ -36,9 +36,9 @@ class Landing:
     reconnected: bool = False
 
 
-# How long a finalize may wait for the other rows in the send slots while sends are fast. Measured on 2
-# cores at 0 ms provider latency, 2 x 8: without it finalizes landed 2.4 to a call, and the database
-# spent ~0.8 ms of CPU per email; the rows of one claim end within a few ms of each other.
+# How long a finalize may wait for the other rows in the send slots while sends are fast: the rows of
+# one claim end within a few ms of each other, so their finalizes land as one group, one commit
+# (docs/performance.md, "The worker's timing constants").
 COMPANY_SECONDS = 0.005
 
 # What one slot tells the database at once: a claim and the action for it, then optionally the start
@@ -145,12 +145,15 @@ class Finalizer:
 
     def _land(self, group: Sequence[tuple[Claim, Action]]) -> list[Landing]:
         """One call for the group: the row's own procedure when it is alone, email_finalize_and_start
-        for one slot's finalize and next start (a slow send's path: a third cheaper than the batch on
-        the server), email_finalize_batch otherwise; under the retry policy until the earliest lease
+        for one slot's finalize and next start (a slow send's path: cheaper on the server than the
+        batch, which reads JSON), email_finalize_batch otherwise; under the retry policy until the earliest lease
         in the group ends."""
         if len(group) == 1:
             claim, action = group[0]
-            return [self._call(f"finalize_{action.step.value}", _procedure(claim, action), claim.deadline)]
+            item = _item(claim, action)
+            return [
+                self._call(f"finalize_{action.step.value}", lambda r: finalize_alone(r, item), claim.deadline)
+            ]
         if len(group) == 2 and group[0][1].step is not Step.START and group[1][1].step is Step.START:
             return self._land_with_start(group[0], group[1][0])
         items = [_item(claim, action) for claim, action in group]
@@ -199,7 +202,8 @@ class Finalizer:
 
 
 def _item(claim: Claim, action: Action) -> FinalizeItem:
-    """The row's finalize as an item of email_finalize_batch: the same change as `_procedure`'s."""
+    """The row's finalize (or start) as one item: for email_finalize_batch, email_finalize_and_start,
+    or alone through its single procedure (finalize_alone)."""
     return FinalizeItem(
         id=claim.id,
         claim_token=claim.token,
@@ -210,30 +214,4 @@ def _item(claim: Claim, action: Action) -> FinalizeItem:
         if action.step in (Step.FAILED, Step.RETRY, Step.UNKNOWN)
         else None,
         delay_seconds=action.delay_seconds if action.step in (Step.RETRY, Step.RELEASE) else 0,
-    )
-
-
-def _procedure(claim: Claim, action: Action) -> Callable[[OutboxRepository], int]:
-    """The one procedure call that carries `action` for `claim`, returning its affected-row count."""
-    row, token = claim.id, claim.token
-    if action.step is Step.SENT:
-        assert action.message_id is not None
-        message_id = action.message_id
-        return lambda r: r.finalize_sent(row, token, message_id)
-    if action.step is Step.UNKNOWN:
-        return lambda r: r.finalize_unknown(row, token, action.error_message)
-    if action.step is Step.RELEASE:
-        return lambda r: r.release_claim(row, token, action.delay_seconds)
-    if action.step is Step.START:
-        return lambda r: r.start_send(row, token)
-    permanent = action.step is Step.FAILED
-    return lambda r: (
-        r.finalize_failure(
-            row,
-            token,
-            permanent=permanent,
-            error_code=action.error_code,
-            error_message=action.error_message,
-            retry_delay_seconds=action.delay_seconds,
-        ).affected
     )

@@ -25,12 +25,10 @@ log = logging.getLogger("email_outbox.worker")
 
 MIN_IDLE_SECONDS = 0.02
 # With fast sends, the loop waits up to this long for every slot to be free before it claims: slots
-# free every millisecond or two then, a claim costs the database about 0.65 ms plus 0.13 ms a row, and
-# the sends of one claim end close together, so their finalizes land as one group too. Measured on 2
-# cores at 0 ms provider latency, in four alternating pairs: waiting 5 ms for half the slots, 0.88
-# statements and 1.05 to 1.23 ms of database CPU per email; waiting 20 ms for all of them, 0.67 and
-# 0.77 to 0.95, and 6 to 17% more emails/s. Never with slow sends, where a slot waiting is a send
-# not made, and only with a backlog: a trickle of new rows is claimed as it comes.
+# free every millisecond or two then, a claim has a fixed cost beside its cost per row, and the sends
+# of one claim end close together, so their finalizes land as one group too (docs/performance.md,
+# "The worker's timing constants"). Never with slow sends, where a slot waiting is a send not made, and
+# only with a backlog: a trickle of new rows is claimed as it comes.
 GATHER_SECONDS = 0.020
 # A claim that meets these backs off and tries again later: the process stays up.
 CLAIM_BACKS_OFF_ON = (DatabaseUnavailable, TransientDatabaseError, SchemaNotInstalled)

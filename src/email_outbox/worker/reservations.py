@@ -37,15 +37,14 @@ log = logging.getLogger("email_outbox.worker")
 # A reservation with less than this share of its lease left is given back rather than started: its
 # send and finalize must fit in what is left.
 FRESH_SHARE = 0.5
-# The next batch is reserved in the background once no more than this share of a batch is left: a
-# claim takes 2 to 3 ms on 2 cores, and a slot that finds none left waited that long before each
-# eighth send (0.6 ms per send on average at 50 ms provider latency).
+# The next batch is reserved in the background once no more than this share of a batch is left, so a
+# slot seldom finds none left and waits for a claim before its send.
 REFILL_AT_SHARE = 0.25
 # Through a backlog (the last claim or reserve came back full) one reserve takes the rows the replica
 # sends in about RESERVE_AHEAD_SECONDS, from one to MAX_BATCHES_AHEAD batches of `concurrency`: a
-# claim's own cost, whatever its size, is about 1.9 ms of database CPU (database only, at 50 ms provider
-# latency: claims of 8 cost 0.33 ms per email, claims of 32 0.16), while a row held ahead delays a
-# higher-priority row enqueued meanwhile by no more than that time. Slow sends (a second each) keep
+# claim has a fixed cost whatever its size, so larger claims cost less per email (docs/performance.md,
+# "The worker's timing constants"), while a row held ahead delays a higher-priority row enqueued
+# meanwhile by no more than that time. Slow sends (a second each) keep
 # batches of `concurrency`, which the replica sends in one round anyway.
 RESERVE_AHEAD_SECONDS = 0.25
 MAX_BATCHES_AHEAD = 4

@@ -65,9 +65,9 @@ class Distribution:
         return out
 
 
-# Sends are slow when the median recent send takes at least this long. Measured on 2 cores: at 50 ms per
-# send, carrying on with reservations took the outbox from 0.85 to 0.95 of a bare send loop; at 0 ms,
-# the loop's shared claims serve several freed slots per CALL and do better.
+# Sends are slow when the median recent send takes at least this long: then a slot carries on with a
+# reservation as soon as it is free; with fast sends the loop's shared claims serve several freed
+# slots per CALL and do better (docs/performance.md, "The worker's timing constants").
 SLOW_SEND_SECONDS = 0.010
 # ... judged on the median of at least this many recent sends: the first sends of a replica open their
 # connections and are slow, and reservations taken on their account would only be given back.

@@ -1,27 +1,19 @@
--- Internal: the claim behind email_internal_claim_rows (every batch claim). Sweeps stale leases and
--- expired rows, then claims up to p_limit due rows for one worker in one short transaction: shared
--- among the tenants with due rows in proportion to their weights, within their limits (paused,
--- send rate, daily quota, reputation guard), and within a tenant highest priority first, then oldest
--- due (docs/design.md, "Tenants"); with one audit event per
--- row, and leaves their ids in the session's temporary table email_claim_batch_rows for the caller's
--- result set. Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never
--- share a row. Commits its own transaction. p_reserve 1: the rows are reservations (reserved_at set:
--- their sends have not started; see email_reserve_batch); 0: claimed as started.
-CREATE PROCEDURE email_internal_claim_batch(
-  IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
-  IN p_claim_token TEXT CHARACTER SET utf8mb4,
-  IN p_claimed_by TEXT CHARACTER SET utf8mb4,
-  IN p_lease_seconds BIGINT,
-  IN p_limit BIGINT,
-  IN p_reserve TINYINT
-)
-MODIFIES SQL DATA
-SQL SECURITY DEFINER
+-- The claim, once, for every batch claim (email_claim_batch, email_claim_batch_bounded,
+-- email_reserve_batch): sweeps stale leases and expired rows, then claims up to {{limit}} due rows for
+-- one worker in one short transaction: shared among the tenants with due rows in proportion to their
+-- weights, within their limits (paused, send rate, daily quota, reputation guard), and within a tenant
+-- highest priority first, then oldest due (docs/design.md, "Tenants"); with one audit event per row;
+-- then returns them in the claim row shape (claim_row_columns, bodies up to {{max_inline}} bytes).
+-- Concurrent callers never wait on each other's rows (FOR UPDATE SKIP LOCKED) and never share a row.
+-- Commits its own transaction (call it with autocommit on). {{reserve}} 1: the rows are reservations
+-- (reserved_at set: their sends have not started; see email_reserve_batch); 0: claimed as started.
+-- A block of its own: its variables and its handler are its own.
 BEGIN
   DECLARE v_now DATETIME(6);
   DECLARE v_swept BIGINT DEFAULT 0;
   DECLARE v_expired BIGINT DEFAULT 0;
-  DECLARE v_message VARCHAR(200) CHARACTER SET utf8mb4;
+  DECLARE v_found INT DEFAULT 0;
+  DECLARE v_stale, v_overdue INT DEFAULT 0;
   -- The fair share (see below): the tenant read last, the next one, the clock, the slots left to
   -- claim and to share out this round, the tenant picked and its figures.
   DECLARE v_tenant, v_next, v_pick INT UNSIGNED DEFAULT 0;
@@ -37,59 +29,31 @@ BEGIN
     RESIGNAL;
   END;
 
-  CALL email_internal_check_token(p_where, p_claim_token);
-  IF p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
-    SET v_message = CONCAT(p_where, ': claimed_by must be 1 to 191 characters');
-    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-  END IF;
-  IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
-    SET v_message = CONCAT(p_where, ': lease_seconds must be 1 to 86400');
-    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-  END IF;
-  IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-    SET v_message = CONCAT(p_where, ': limit must be 1 to 10000');
-    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
-  END IF;
-  CALL email_internal_check_text(p_where, 'claimed_by', p_claimed_by, 'text');
+  {{>refuse | where = {{where}} | refusal = CASE
+    WHEN {{max_inline}} IS NULL OR {{max_inline}} < 0 THEN '45001: max_inline_body_bytes must be 0 or more'
+    {{>claim_refusals | token = {{token}} | claimed_by = {{claimed_by}} | lease = {{lease}} | more_refusals = WHEN {{limit}} IS NULL OR {{limit}} < 1 OR {{limit}} > 10000 THEN '45001: limit must be 1 to 10000'}}
+  END}}
 
-  CALL email_internal_sweep_stale_leases(p_limit, v_swept);
-  CALL email_internal_expire_overdue(p_limit, 'expiry-sweep', v_expired);
-
-  -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
-  -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
-  -- would go through an on-disk temporary table on every claim.
-  CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_rows (
-    seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-    id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-    from_status ENUM('Pending', 'Retrying') NOT NULL,
-    KEY ix_seq (seq) USING BTREE
-  ) ENGINE = MEMORY;
-  DELETE FROM email_claim_batch_rows;
-  -- The tenants with a due row and this claim's share-out among them.
-  CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_tenants (
-    tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
-    weight DOUBLE NOT NULL DEFAULT 1,
-    raw_pass DOUBLE NOT NULL DEFAULT 0,
-    start_pass DOUBLE NOT NULL DEFAULT 0,
-    first_tag DOUBLE NOT NULL DEFAULT 0,
-    next_tag DOUBLE NOT NULL DEFAULT 0,
-    max_rank TINYINT NOT NULL DEFAULT 9,
-    send_rate DOUBLE NULL,
-    rate_start DATETIME(6) NULL,
-    day_start DATETIME(6) NULL,
-    day_base BIGINT NOT NULL DEFAULT 0,
-    room BIGINT NOT NULL DEFAULT 0,
-    wanted BIGINT NOT NULL DEFAULT 0,
-    got BIGINT NOT NULL DEFAULT 0,
-    exhausted TINYINT NOT NULL DEFAULT 0
-  ) ENGINE = MEMORY;
-  DELETE FROM email_claim_tenants;
+  -- The sweeps, each called only when a consistent read that locks nothing finds it work to do: most
+  -- claims find none, and a call with its cursor would cost more than the probe. (SELECT ... INTO: a
+  -- subquery of an IF or a SET takes shared locks, see below.)
+  SET v_now = UTC_TIMESTAMP(6);
+  SELECT EXISTS (SELECT 1 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_lease)
+                  WHERE {{>stale_lease | now = v_now}}),
+         EXISTS (SELECT 1 FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_expiry)
+                  WHERE {{>expired_unsent | now = v_now}})
+    INTO v_stale, v_overdue;
+  IF v_stale = 1 THEN
+    CALL email_internal_sweep_stale_leases({{limit}}, v_swept);
+  END IF;
+  IF v_overdue = 1 THEN
+    CALL email_internal_expire_overdue({{limit}}, 'expiry-sweep', v_expired);
+  END IF;
 
   -- The tenants with a due row, by consistent reads that lock nothing, before the claim's transaction:
   -- on ..._tenant_due (claim_tenant, claim_due_at), which holds claimable rows only, two one-entry
   -- reads per tenant with a claimable row (its id, its earliest due time); a tenant with nothing
   -- waiting costs nothing. A row that becomes due meanwhile waits for the next claim.
-  SET v_now = UTC_TIMESTAMP(6);
   discover: LOOP
     -- SELECT ... INTO, not SET ... = (SELECT ...): a subquery of a SET takes shared locks, and those
     -- met the claims' own updates of this index in deadlocks.
@@ -103,12 +67,45 @@ BEGIN
       FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
      WHERE claim_tenant = v_next;
     IF v_due <= v_now THEN
+      -- The working tables, made on the first due tenant: a claim that finds nothing makes none.
+      IF v_found = 0 THEN
+      -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
+      -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
+      -- would go through an on-disk temporary table on every claim.
+      CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_rows (
+        seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+        id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+        from_status ENUM('Pending', 'Retrying') NOT NULL,
+        KEY ix_seq (seq) USING BTREE
+      ) ENGINE = MEMORY;
+      DELETE FROM email_claim_batch_rows;
+      -- The tenants with a due row and this claim's share-out among them.
+      CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_tenants (
+        tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
+        weight DOUBLE NOT NULL DEFAULT 1,
+        raw_pass DOUBLE NOT NULL DEFAULT 0,
+        start_pass DOUBLE NOT NULL DEFAULT 0,
+        first_tag DOUBLE NOT NULL DEFAULT 0,
+        next_tag DOUBLE NOT NULL DEFAULT 0,
+        max_rank TINYINT NOT NULL DEFAULT 9,
+        send_rate DOUBLE NULL,
+        rate_start DATETIME(6) NULL,
+        day_start DATETIME(6) NULL,
+        day_base BIGINT NOT NULL DEFAULT 0,
+        room BIGINT NOT NULL DEFAULT 0,
+        wanted BIGINT NOT NULL DEFAULT 0,
+        got BIGINT NOT NULL DEFAULT 0,
+        exhausted TINYINT NOT NULL DEFAULT 0
+      ) ENGINE = MEMORY;
+      DELETE FROM email_claim_tenants;
+        SET v_found = 1;
+      END IF;
       INSERT INTO email_claim_tenants (tenant_id) VALUES (v_next);
     END IF;
     SET v_tenant = v_next;
   END LOOP;
 
-  IF EXISTS (SELECT 1 FROM email_claim_tenants) THEN
+  IF v_found = 1 THEN
     -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
     -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
     -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
@@ -140,8 +137,8 @@ BEGIN
            c.day_start = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, v_now, t.day_started_at),
            c.day_base = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, 0, t.day_count),
            c.room = IF(t.paused_reason IS NOT NULL, 0,
-                       LEAST(p_limit,
-                             IF(t.daily_quota IS NULL, p_limit,
+                       LEAST({{limit}},
+                             IF(t.daily_quota IS NULL, {{limit}},
                                 GREATEST(0, t.daily_quota
                                             - IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY,
                                                  0, t.day_count)))));
@@ -151,7 +148,7 @@ BEGIN
 
     -- Up to three rounds: the claim's slots go to the tenants in tag order; a tenant that had fewer
     -- due rows than its slots is done, and the next round shares what it left among the others.
-    SET v_left = p_limit;
+    SET v_left = {{limit}};
     rounds: WHILE v_left > 0 AND v_round < 3 DO
       SET v_round = v_round + 1;
       UPDATE email_claim_tenants SET first_tag = next_tag;
@@ -190,14 +187,13 @@ BEGIN
         END IF;
         SELECT got + wanted, wanted, max_rank INTO v_take, v_wanted, v_max_rank FROM email_claim_tenants WHERE tenant_id = v_pick;
         INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
-        SELECT id, status
-          FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
-         WHERE claim_tenant = v_pick
-           AND claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
-           AND claim_queue_rank <= v_max_rank
-           AND claim_due_at <= v_now
-           AND attempt_count < max_attempts
-         ORDER BY claim_queue_rank, claim_due_at, id
+        SELECT a.id, a.status
+          FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+         WHERE a.claim_tenant = v_pick
+           AND a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+           AND a.claim_queue_rank <= v_max_rank
+           AND {{>claimable | now = v_now}}
+         ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
          LIMIT v_take
          FOR UPDATE SKIP LOCKED;
         SET v_got = ROW_COUNT();
@@ -209,30 +205,22 @@ BEGIN
     END WHILE;
 
     -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
-    CALL email_internal_fail_expired_claims(v_now, p_claimed_by);
+    CALL email_internal_fail_expired_claims(v_now, {{claimed_by}});
     -- A row to a suppressed address ends Failed here instead of being claimed.
-    CALL email_internal_fail_suppressed_claims(v_now, p_claimed_by);
+    CALL email_internal_fail_suppressed_claims(v_now, {{claimed_by}});
     CALL email_internal_drop_suppressed_claims();
 
     -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
     -- locked read, not from the column being overwritten.
     UPDATE email_claim_batch_rows c
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-       SET a.claimed_from_status = c.from_status,
-           a.status = 'Processing',
-           a.claim_token = p_claim_token,
-           a.claimed_by = p_claimed_by,
-           a.claimed_at = v_now,
-           a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
-           a.reserved_at = IF(p_reserve = 1, v_now, NULL),
-           a.row_version = a.row_version + 1,
-           a.updated_at = v_now
+       SET {{>claim_changes | from_status = c.from_status | token = {{token}} | claimed_by = {{claimed_by}} | now = v_now | lease = {{lease}} | reserved_at = IF({{reserve}} = 1, v_now, NULL)}}
      WHERE a.status IN ('Pending', 'Retrying');
     -- The batch form of email_internal_record_event: one statement for every claimed row, in the
     -- claim's transaction. It reads the in-memory id list only, never the attempts table.
     INSERT INTO email_delivery_events
       (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-    SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
+    SELECT {{>claimed_event | id = c.id | now = v_now | from_status = c.from_status | token = {{token}} | claimed_by = {{claimed_by}}}}
       FROM email_claim_batch_rows c
      ORDER BY c.id;
 
@@ -252,4 +240,20 @@ BEGIN
      WHERE id = 1;
     COMMIT;
   END IF;
-END
+  -- The rows this claim token now holds, in the claim's order (each tenant's highest priority first,
+  -- then the oldest due); none when nothing was due (the same columns, from no row).
+  IF v_found = 1 THEN
+    SELECT {{>claim_row_columns | max_inline = {{max_inline}}}}
+      FROM email_claim_batch_rows c FORCE INDEX (ix_seq)
+           STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+           LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
+     WHERE a.claim_token = {{token}} COLLATE utf8mb4_bin
+       AND a.status = 'Processing'
+     ORDER BY c.seq;
+  ELSE
+    SELECT {{>claim_row_columns | max_inline = {{max_inline}}}}
+      FROM email_delivery_attempts a
+           LEFT JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
+     WHERE FALSE;
+  END IF;
+END;

@@ -1,5 +1,6 @@
-"""Everything the console reads and does in the database, over one connection its pool
-(`console.pool`) lends.
+"""Everything the web console reads and does in the database, over one connection its pool
+(`console.pool`) lends: the console's part of the db/ layer, beside the operators' reads
+(`db/reads.py`).
 
 Every read is bounded twice: a LIMIT, and the per-session statement time limit the pool sets on each
 connection, so no page can pin the server. The actions are the operator procedures, called through
@@ -25,7 +26,6 @@ from email_outbox.errors import (
     TransientDatabaseError,
 )
 from email_outbox.models import BreakerState, DeliveryEvent, QueueHealth, Status
-from email_outbox.ses import PROVIDER
 
 MAX_EVENTS = 1000
 MAX_ATTACHMENTS = 100
@@ -137,8 +137,8 @@ class ConsoleReads:
         return {str(r["name"]) for r in rows}
 
     # --- overview -----------------------------------------------------------------------------------
-    def overview(self, count_cap: int) -> Overview:
-        """Counts stop at `count_cap` per status, so each refresh reads at most that many index entries
+    def overview(self, count_cap: int, provider_name: str) -> Overview:
+        """`provider_name`: the provider breaker's row to show. Counts stop at `count_cap` per status, so each refresh reads at most that many index entries
         a status however much history the table holds (an uncapped count read every Sent row)."""
         counts = {s.value: 0 for s in Status}
         per_status = " UNION ALL ".join(
@@ -163,7 +163,7 @@ class ConsoleReads:
             if 0 <= ago < 60:
                 per_minute[59 - ago] = int(row["n"])
         try:
-            provider: BreakerState | None = self.repo.breaker_state(PROVIDER)
+            provider: BreakerState | None = self.repo.breaker_state(provider_name)
         except (AccessDenied, NotFound):  # an account granted before the breaker existed
             provider = None
         try:
@@ -227,26 +227,28 @@ class ConsoleReads:
     def unknown_outcome_ids(self, older_than_seconds: float, recipient_prefix: str, cap: int) -> list[int]:
         """The frozen list of a bulk action: UnknownOutcome rows in that state for at least that long,
         oldest first, at most `cap` + 1 (one more tells the caller the cap was reached)."""
-        sql = (
-            "SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id)"
-            " WHERE status = 'UnknownOutcome' AND updated_at <= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+        return self._frozen_ids(
+            "status = 'UnknownOutcome' AND updated_at <= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND",
+            older_than_seconds,
+            recipient_prefix,
+            cap,
         )
-        args: list[Any] = [int(older_than_seconds * 1_000_000)]
-        if recipient_prefix:
-            sql += f" AND to_address {LIKE_PREFIX}"
-            args.append(like_prefix(recipient_prefix))
-        sql += " ORDER BY id LIMIT %s"
-        args.append(cap + 1)
-        return [int(r["id"]) for r in self.select(sql, args)]
 
     def failed_ids(self, within_seconds: float, recipient_prefix: str, cap: int) -> list[int]:
         """The frozen list of a bulk redrive: rows that became Failed within the last `within_seconds`,
         oldest first, at most `cap` + 1. Whether each may be redriven is the procedure's rule, at apply."""
-        sql = (
-            "SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id)"
-            " WHERE status = 'Failed' AND updated_at >= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND"
+        return self._frozen_ids(
+            "status = 'Failed' AND updated_at >= UTC_TIMESTAMP(6) - INTERVAL %s MICROSECOND",
+            within_seconds,
+            recipient_prefix,
+            cap,
         )
-        args: list[Any] = [int(within_seconds * 1_000_000)]
+
+    def _frozen_ids(self, condition: str, seconds: float, recipient_prefix: str, cap: int) -> list[int]:
+        """Ids of the rows meeting `condition` (one %s: the microseconds), of recipients starting with
+        `recipient_prefix` if given, oldest first, at most `cap` + 1."""
+        sql = f"SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE {condition}"
+        args: list[Any] = [int(seconds * 1_000_000)]
         if recipient_prefix:
             sql += f" AND to_address {LIKE_PREFIX}"
             args.append(like_prefix(recipient_prefix))
