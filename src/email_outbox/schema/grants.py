@@ -58,6 +58,9 @@ WORKER_PROCEDURES = (
     # SES's sending status per tenant: read in turns (GetTenant), and a tenant SES paused.
     "email_tenant_status_due",
     "email_tenant_sending_paused",
+    # The outbox's own reputation guard per tenant, and the tenants' gauges of /metrics.
+    "email_tenant_guard",
+    "email_tenant_stats",
 )
 
 # `email-outbox retention` and `erase` (a scheduler's account, or a DBA's): deletes old emails and
@@ -85,7 +88,8 @@ OPERATOR_PROCEDURES = (
     "email_sender_add",
     "email_sender_remove",
     "email_sender_allowed",
-    # `email-outbox tenants`.
+    # `email-outbox tenants`, and the tenants of `status`.
+    "email_tenant_stats",
     "email_tenant_add",
     "email_tenant_set",
     "email_tenant_remove",
@@ -148,6 +152,8 @@ VIEWER_PROCEDURES = (
     "email_outbox_queue_stats",
     "email_breaker_state",
     "email_send_rate_status",
+    # The tenants of the overview.
+    "email_tenant_stats",
 )
 
 # The web console that acts: what a viewer has, and the three actions its pages offer. Not the rest of

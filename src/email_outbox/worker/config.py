@@ -132,6 +132,36 @@ class WorkerConfig:
             "ACCOUNT_PAUSE_SECONDS", float, "pause after an account or configuration error, seconds"
         ),
     )
+    tenant_guard_complaint_rate: float = field(
+        default=0.001,
+        metadata=_meta(
+            "TENANT_GUARD_COMPLAINT_RATE",
+            float,
+            "a tenant's complaints per send over 24 h that hold its lower-priority sends (SES reviews at 0.1%)",
+        ),
+    )
+    tenant_guard_bounce_rate: float = field(
+        default=0.05,
+        metadata=_meta(
+            "TENANT_GUARD_BOUNCE_RATE",
+            float,
+            "a tenant's permanent bounces per send over 24 h that hold its lower-priority sends (SES reviews at 5%)",
+        ),
+    )
+    tenant_guard_min_sends: int = field(
+        default=200,
+        metadata=_meta(
+            "TENANT_GUARD_MIN_SENDS", int, "the tenant's sends in 24 h before its rates are judged at all"
+        ),
+    )
+    tenant_guard_below_priority: int = field(
+        default=7,
+        metadata=_meta(
+            "TENANT_GUARD_BELOW_PRIORITY",
+            int,
+            "a guarded tenant's rows below this priority wait until `tenants resume` (1-9)",
+        ),
+    )
     breaker_failures: int = field(
         default=5,
         metadata=_meta(
@@ -344,6 +374,15 @@ def validate(c: WorkerConfig) -> None:
     )
     _check(1 <= c.breaker_probe_seconds <= 3600, f"{env_name('breaker_probe_seconds')} must be 1 to 3600")
     _check(c.account_pause_seconds > 0, f"{env_name('account_pause_seconds')} must be above 0")
+    _check(
+        0 < c.tenant_guard_complaint_rate <= 1 and 0 < c.tenant_guard_bounce_rate <= 1,
+        f"{env_name('tenant_guard_complaint_rate')} and {env_name('tenant_guard_bounce_rate')} must be above 0,"
+        " at most 1",
+    )
+    _check(c.tenant_guard_min_sends >= 1, f"{env_name('tenant_guard_min_sends')} must be 1 or more")
+    _check(
+        1 <= c.tenant_guard_below_priority <= 9, f"{env_name('tenant_guard_below_priority')} must be 1 to 9"
+    )
     _check(
         c.log_format in ("text", "json"),
         f"{env_name('log_format')} must be text or json (got {c.log_format})",

@@ -146,7 +146,7 @@ class Worker:
         self.shared_rate.refresh_account()
         if config.provider_enabled:
             TenantStatusWatch(
-                self.database, config.worker_id, lambda: get_tenant_status(make_client(config)), self.stopping
+                self.database, config, lambda: get_tenant_status(make_client(config)), self.stopping
             ).start()
         log.info(
             "worker started",
