@@ -33,6 +33,7 @@ BEGIN
   DECLARE v_notification_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_id_account VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_first_entry BIGINT UNSIGNED;
+  DECLARE v_id_hash BINARY(32);
   DECLARE v_end INT DEFAULT 0;
   DECLARE v_erased INT DEFAULT 0;
   DECLARE v_processing INT DEFAULT 0;
@@ -180,9 +181,11 @@ BEGIN
              status = v_to_status
        WHERE id = v_id AND status <> 'Processing';
       IF LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(v_notification_id) COLLATE utf8mb4_bin) > 0 THEN
-        -- The id named the address: a retry of it is still a duplicate, as after retention.
+        -- The id named the address: a retry of it is still a duplicate, as after retention; kept by
+        -- its keyed hash, which a guess of the id does not confirm.
+        CALL email_internal_id_hash(v_notification_id, v_id_hash);
         INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-        VALUES (COALESCE(v_id_account, ''), UNHEX(SHA2(v_notification_id, 256)), DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
+        VALUES (COALESCE(v_id_account, ''), v_id_hash, DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
         ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until));
       END IF;
       DELETE FROM email_attachments WHERE attempt_id = v_id;

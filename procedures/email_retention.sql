@@ -7,8 +7,8 @@
 -- A run is the calls of one session (connection) with the same arguments: the first call opens a row in
 -- email_retention_runs (who, the calling account, when, the cutoff, fixed for the run) and every call
 -- continues after the id the last one stopped at, adding its count. Call again while `more` = 1.
--- Idempotency outlives the row: each deleted row leaves a tombstone (the enqueuing account, a SHA-256
--- of its notification_id, the dates) until keep_ids_days (NULL: 400; at least older_than_days and
+-- Idempotency outlives the row: each deleted row leaves a tombstone (the enqueuing account, a keyed
+-- hash of its notification_id, email_internal_id_hash, the dates) until keep_ids_days (NULL: 400; at least older_than_days and
 -- at least 30) after its final transition; an enqueue of that id meanwhile answers affected 0, attempt_id NULL, and
 -- creates nothing. Each call also drops up to batch_size tombstones whose window has passed.
 -- Refusals: 45001 (older_than_days, keep_ids_days, batch_size, actor), 45010 (actor's text).
@@ -33,6 +33,7 @@ BEGIN
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_account VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_notification_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_id_hash BINARY(32);
   DECLARE v_status VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_created DATETIME(6);
   DECLARE v_updated DATETIME(6);
@@ -52,6 +53,10 @@ BEGIN
      WHERE id > v_start
      ORDER BY id
      LIMIT p_batch_size;
+  -- The rows this call's delete removed whose id must stay a duplicate a while yet.
+  DECLARE c_deleted CURSOR FOR
+    SELECT account, notification_id, final_at FROM email_retention_ids
+     WHERE DATE(final_at + INTERVAL v_keep DAY) >= DATE(v_now);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_end = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -139,11 +144,20 @@ BEGIN
 
   -- Tombstones in the same transaction: an enqueue whose insert waited for this delete finds them.
   -- Keyed by the row's enqueuing account: notification ids are per account (email_internal_enqueue).
-  INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-  SELECT x.account, UNHEX(SHA2(x.notification_id, 256)), DATE(v_now), DATE(x.final_at + INTERVAL v_keep DAY)
-    FROM email_retention_ids x
-   WHERE DATE(x.final_at + INTERVAL v_keep DAY) >= DATE(v_now)
-  ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until)), deleted_on = VALUES(deleted_on);
+  -- Each id kept by its keyed hash (email_internal_id_hash), which a guess of the id does not confirm.
+  SET v_end = 0;
+  OPEN c_deleted;
+  tombstones: LOOP
+    FETCH c_deleted INTO v_account, v_notification_id, v_updated;
+    IF v_end = 1 THEN
+      LEAVE tombstones;
+    END IF;
+    CALL email_internal_id_hash(v_notification_id, v_id_hash);
+    INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
+    VALUES (v_account, v_id_hash, DATE(v_now), DATE(v_updated + INTERVAL v_keep DAY))
+    ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until)), deleted_on = VALUES(deleted_on);
+  END LOOP;
+  CLOSE c_deleted;
 
   DELETE e FROM email_retention_ids x STRAIGHT_JOIN email_delivery_events e ON e.attempt_id = x.id;
   DELETE t FROM email_retention_ids x STRAIGHT_JOIN email_attachments t ON t.attempt_id = x.id;

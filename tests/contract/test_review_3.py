@@ -6,6 +6,8 @@ an address and non-ASCII local parts are refused."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import threading
 from datetime import timedelta
@@ -18,7 +20,7 @@ from email_outbox.errors import InvalidAddress, InvalidArgument, InvalidHeader, 
 from email_outbox.models import Status
 from tests.conftest import db_now, set_clock
 from tests.support.helpers import scalar, token
-from tests.support.history import claim, whole_message
+from tests.support.history import claim, rows, whole_message
 from tests.support.worker_harness import wait_until
 
 
@@ -212,3 +214,24 @@ def test_enqueue_message_refuses_a_message_over_40_mb_before_sending_it(repo: Ou
     with pytest.raises(MessageTooLarge, match="40 MB"):
         enqueue_message(repo.connection, "too-big", big)
     assert int(scalar(repo, received)) - before < 1_000_000
+
+
+# --- 6. tombstones keyed -------------------------------------------------------------------------------
+def test_a_tombstone_is_keyed_so_a_guessed_id_does_not_match_it(repo: OutboxRepository) -> None:
+    guessed = "welcome:ann@example.com"
+    set_clock(repo, db_now(repo) - timedelta(days=40))
+    attempt_id = repo.enqueue(guessed, "ann@example.com", "s", text_body="t").attempt_id
+    assert attempt_id is not None and repo.finalize_sent(attempt_id, claim(repo, attempt_id), "ses-1") == 1
+    set_clock(repo, None)
+    assert repo.retention(30, None, 1000, "retention-test").deleted == 1
+    (id_hash,) = [bytes(r[0]) for r in rows(repo, "SELECT id_hash FROM email_notification_tombstones")]
+    assert id_hash != hashlib.sha256(guessed.encode()).digest(), "a plain hash: a guess confirms it"
+    secret = bytes(scalar(repo, "SELECT secret FROM email_outbox_secrets WHERE name = 'erasure'"))
+    assert id_hash == hmac.new(secret, b"notification_id:" + guessed.encode(), hashlib.sha256).digest()
+    assert repo.enqueue(guessed, "ann@example.com", "s", text_body="t").attempt_id is None, "still a duplicate"
+    # A tombstone written before, a plain SHA-256, still answers while it lasts.
+    repo.connection.cursor().execute(
+        "INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)"
+        " VALUES ('', UNHEX(SHA2('older-id', 256)), UTC_DATE(), UTC_DATE() + INTERVAL 10 DAY)"
+    )
+    assert repo.enqueue("older-id", "ann@example.com", "s", text_body="t").attempt_id is None
