@@ -228,7 +228,9 @@ def test_a_tombstone_is_keyed_so_a_guessed_id_does_not_match_it(repo: OutboxRepo
     assert id_hash != hashlib.sha256(guessed.encode()).digest(), "a plain hash: a guess confirms it"
     secret = bytes(scalar(repo, "SELECT secret FROM email_outbox_secrets WHERE name = 'erasure'"))
     assert id_hash == hmac.new(secret, b"notification_id:" + guessed.encode(), hashlib.sha256).digest()
-    assert repo.enqueue(guessed, "ann@example.com", "s", text_body="t").attempt_id is None, "still a duplicate"
+    assert repo.enqueue(guessed, "ann@example.com", "s", text_body="t").attempt_id is None, (
+        "still a duplicate"
+    )
     # A tombstone written before, a plain SHA-256, still answers while it lasts.
     repo.connection.cursor().execute(
         "INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)"
