@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import mysql.connector
 
@@ -28,6 +29,7 @@ from email_outbox.db.repository import OutboxRepository
 from email_outbox_devtools.dbserver import PrivateServer
 from email_outbox_devtools.localdb import migrate_for_local_use
 
+T = TypeVar("T")
 DIGITS = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 
 
@@ -74,8 +76,8 @@ def new_database(server: PrivateServer, name: str) -> DatabaseDsn:
 
 
 def on_private_server(
-    prefix: str, sizes: tuple[int, ...], measure: Callable[[PrivateServer, int], dict[str, float]]
-) -> dict[int, dict[str, float]]:
+    prefix: str, sizes: tuple[int, ...], measure: Callable[[PrivateServer, int], T]
+) -> dict[int, T]:
     """`measure` for each size, on one private server with a 1 GB buffer pool."""
     with tempfile.TemporaryDirectory(prefix=prefix) as base:
         server = PrivateServer(Path(base) / "db", extra_args=["--innodb-buffer-pool-size=1G"])

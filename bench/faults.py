@@ -138,8 +138,8 @@ class FaultRun:
         cur.execute(
             f"CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
         )
-        # The application's account: no global privilege, so a read-only replica refuses its writes
-        # (root's READ ONLY ADMIN would write on the replica before its promotion).
+        # The application's and the workers' account, with no global privilege, as in production (the
+        # procedures still run with their definer's rights: a DSN never uses a read-only host).
         cur.execute(f"CREATE USER IF NOT EXISTS '{APP_USER}'@'{SUBNET}.%' IDENTIFIED BY ''")
         cur.execute(f"GRANT ALL PRIVILEGES ON {DATABASE}.* TO '{APP_USER}'@'{SUBNET}.%'")
         conn.close()

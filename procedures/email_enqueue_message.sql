@@ -35,7 +35,6 @@ BEGIN
   DECLARE v_text LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_html LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_value LONGTEXT CHARACTER SET utf8mb4;
-  DECLARE v_path VARCHAR(600) CHARACTER SET utf8mb4;
   DECLARE v_field VARCHAR(600) CHARACTER SET utf8mb4;
   DECLARE v_template INT DEFAULT 0;
   DECLARE v_max_attempts BIGINT DEFAULT NULL;
@@ -54,6 +53,9 @@ BEGIN
   DECLARE v_decoded LONGBLOB;
   DECLARE v_options LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_trace_context LONGTEXT CHARACTER SET utf8mb4;
+  -- The attachments, one item at a time (opened once the list is known to be an array).
+  DECLARE c_attachments CURSOR FOR
+    SELECT t.item FROM JSON_TABLE(v_attachments, '$[*]' COLUMNS (item JSON PATH '$')) AS t;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL email_internal_undo(v_own);
@@ -164,6 +166,17 @@ BEGIN
           ' is set by SES or the outbox itself and cannot be given (use the message members for addresses and subject)');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
+      -- What a receiving system writes as its verdict (a forged Authentication-Results or ARC set
+      -- reads as a passed check to a filter that trusts it), and requests that send mail or receipts
+      -- somewhere other than the sender (read receipts, old bounce routing).
+      IF LOWER(v_key) IN ('authentication-results', 'received-spf', 'domainkey-signature',
+                          'disposition-notification-to', 'disposition-notification-options',
+                          'return-receipt-to', 'errors-to', 'x-original-to', 'original-recipient')
+         OR LOWER(v_key) LIKE 'arc-%' OR LOWER(v_key) LIKE 'dkim-%' THEN
+        SET v_message = CONCAT(v_where, ': header ', v_key,
+          ' is a receiving system''s verdict or asks for mail to go elsewhere, and cannot be given');
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
+      END IF;
       IF JSON_CONTAINS(v_seen, JSON_QUOTE(LOWER(v_key))) THEN
         SET v_message = CONCAT(v_where, ': header ', v_key, ' is given twice (header names compare case-insensitively)');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
@@ -249,16 +262,19 @@ BEGIN
   -- The tenant (absent: the account's default), checked by email_internal_enqueue.
   CALL email_internal_json_text(v_where, p_message, '$.tenant', 'tenant', v_tenant);
 
-  -- Attachments: checked here, stored after the row exists.
+  -- Attachments: checked here, stored after the row exists. The list is read once, item by item
+  -- (JSON_TABLE): an item picked out of the whole list by its index parses the list again each time,
+  -- which cost 18 s of server CPU for 100 attachments in 5 MB (docs/performance.md, "Large messages").
   SET v_attachments = JSON_EXTRACT(p_message, '$.attachments');
   IF v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) <> 'NULL' THEN
     IF JSON_TYPE(v_attachments) <> 'ARRAY' OR JSON_LENGTH(v_attachments) > 100 THEN
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: attachments must be a list of at most 100';
     END IF;
     SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
+    OPEN c_attachments;
     WHILE v_i < v_n DO
-      SET v_path = CONCAT('$[', v_i, ']'), v_field = CONCAT('attachments[', v_i, ']');
-      SET v_value = JSON_EXTRACT(v_attachments, v_path);
+      SET v_field = CONCAT('attachments[', v_i, ']');
+      FETCH c_attachments INTO v_value;
       IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(JSON_REMOVE(v_value, '$.filename', '$.content_type',
            '$.content_base64', '$.disposition', '$.content_id')) > 0 THEN
         SET v_message = CONCAT(v_where, ': ', v_field,
@@ -304,19 +320,32 @@ BEGIN
       SET v_encoded_bytes = v_encoded_bytes + LENGTH(v_content);
       SET v_i = v_i + 1;
     END WHILE;
+    CLOSE c_attachments;
   END IF;
   IF COALESCE(LENGTH(v_text), 0) + COALESCE(LENGTH(v_html), 0) + v_encoded_bytes > 41943040 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45006, MESSAGE_TEXT =
       'email_enqueue_message: the message must be at most 40 MB (SES''s limit), bodies and base64 attachments together';
   END IF;
 
-  -- What is stored is rebuilt from the members just checked, nothing else.
+  -- What is stored is rebuilt from the members just checked, nothing else. Addresses are stored by
+  -- value, in one spelling whatever JSON escapes the caller wrote (`ann` + the JSON escape of @ +
+  -- `example.net` is stored as ann@example.net), so erasure finds them (email_erase_address) and so
+  -- does anyone reading the row.
   SET v_clean = JSON_OBJECT('attachment_count', IF(JSON_TYPE(v_attachments) = 'ARRAY', JSON_LENGTH(v_attachments), 0));
   SET v_i = 1;
   WHILE v_i <= 7 DO
     SET v_key = SUBSTRING_INDEX(SUBSTRING_INDEX('from,to,cc,bcc,reply_to,configuration_set,template', ',', v_i), ',', -1);
     SET v_value = JSON_EXTRACT(p_message, CONCAT('$.', v_key));
-    IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+    IF v_value IS NOT NULL AND JSON_TYPE(v_value) = 'ARRAY' THEN
+      SET v_content = JSON_ARRAY(), v_n = JSON_LENGTH(v_value), v_count = 0;
+      WHILE v_count < v_n DO
+        SET v_content = JSON_ARRAY_APPEND(v_content, '$', JSON_UNQUOTE(JSON_EXTRACT(v_value, CONCAT('$[', v_count, ']'))));
+        SET v_count = v_count + 1;
+      END WHILE;
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(v_content, '$'));
+    ELSEIF v_value IS NOT NULL AND JSON_TYPE(v_value) = 'STRING' THEN
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_UNQUOTE(v_value));
+    ELSEIF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
       SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(p_message, CONCAT('$.', v_key)));
     END IF;
     SET v_i = v_i + 1;
@@ -338,18 +367,16 @@ BEGIN
                               v_text, v_html, v_max_attempts, v_send_after, v_template, v_options,
                               v_attachment_bytes, v_priority, v_expires_at, v_tenant, v_affected, v_attempt_id);
   IF v_affected = 1 AND v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) = 'ARRAY' THEN
-    SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
-    WHILE v_i < v_n DO
-      SET v_path = CONCAT('$[', v_i, ']');
-      INSERT INTO email_attachments (attempt_id, position, filename, content_type, disposition, content_id, content)
-      VALUES (v_attempt_id, v_i,
-              JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.filename'))),
-              LOWER(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_type')))),
-              COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.disposition'))), 'attachment'),
-              JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_id'))),
-              FROM_BASE64(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_base64')))));
-      SET v_i = v_i + 1;
-    END WHILE;
+    INSERT INTO email_attachments (attempt_id, position, filename, content_type, disposition, content_id, content)
+    SELECT v_attempt_id, t.position - 1, t.filename, LOWER(t.content_type), COALESCE(t.disposition, 'attachment'),
+           t.content_id, FROM_BASE64(t.content)
+      FROM JSON_TABLE(v_attachments, '$[*]' COLUMNS (
+             position FOR ORDINALITY,
+             filename LONGTEXT PATH '$.filename',
+             content_type LONGTEXT PATH '$.content_type',
+             disposition LONGTEXT PATH '$.disposition',
+             content_id LONGTEXT PATH '$.content_id',
+             content LONGTEXT PATH '$.content_base64')) AS t;
   END IF;
   CALL email_internal_end(v_own);
   SELECT v_affected AS affected, v_attempt_id AS attempt_id;

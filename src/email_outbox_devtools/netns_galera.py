@@ -197,6 +197,13 @@ class NetnsGalera:
                 launcher=["ip", "netns", "exec", ns],
             )
             self.nodes.append(NetNode(i, server, []))
+        # One initialised data directory, copied: the others would only be replaced by a state
+        # transfer (Galera) or start from the same empty state (the pair); initialising costs seconds.
+        first = self.nodes[0].server
+        first.initialise()
+        for node in self.nodes[1:]:
+            if not (node.server.datadir / "mysql").exists():
+                shutil.copytree(first.datadir, node.server.datadir)
 
     def wait_synced(self, count: int | None = None, timeout: float = 180) -> None:
         want = count or self.size

@@ -110,13 +110,14 @@ def connect(
     """A connection in autocommit mode (each worker-facing CALL commits on its own) to the first host
     of the DSN that answers and, on a Galera node, is synced (wsrep_ready ON, wsrep_local_state 4).
     A node that is joining, donating or has lost quorum would refuse or stall the outbox's writes.
+    Of a DSN with several hosts, a read-only one (a replica) is never used: the procedures run with
+    their definer's rights, which an administrator's read_only does not stop (READ ONLY ADMIN), so
+    a worker there would write on the replica and break its replication. A single-host DSN may name
+    a replica, for an operator's reads.
     Hosts that failed in the last SUSPECT_SECONDS are tried last. `read_timeout` bounds each wait for
     the server's answer (and each write to it): a paused or cut-off node then costs that long, and
     the call fails as a lost connection, instead of hanging for as long as TCP keeps the socket."""
     last: OutboxError | None = None
-    # With several hosts, a read-only one (a replica not yet promoted) is kept only in case no host
-    # takes writes: a DSN listing a primary and its replica follows a failover once it is promoted.
-    read_only: tuple[Connection, str, int] | None = None
     timeouts: dict[str, int] = {"connection_timeout": math.ceil(max(1, connect_timeout))}
     if read_timeout is not None:
         timeouts["read_timeout"] = timeouts["write_timeout"] = math.ceil(max(1, read_timeout))
@@ -140,21 +141,14 @@ def connect(
             SUSPECTS.mark(host, port)
             continue
         if unsynced is None and writable:
-            if read_only is not None:
-                read_only[0].close()
             return _chosen(conn, dsn, host, port)
-        if unsynced is None:
-            if read_only is None:
-                read_only = (conn, host, port)
-            else:
-                conn.close()
-            continue
         conn.close()
         SUSPECTS.mark(host, port)
-        last = DatabaseUnavailable(f"{host}:{port} is a Galera node that is not synced ({unsynced})")
-    if read_only is not None:
-        conn, host, port = read_only
-        return _chosen(conn, dsn, host, port)
+        last = DatabaseUnavailable(
+            f"{host}:{port} is a Galera node that is not synced ({unsynced})"
+            if unsynced
+            else f"{host}:{port} is read-only (a replica not promoted)"
+        )
     assert last is not None
     raise last
 
@@ -214,8 +208,10 @@ def translate_error(exc: Exception) -> OutboxError:
         return InvalidInput(message)
     if errno == ER_NET_PACKET_TOO_LARGE:
         return InvalidInput(
-            f"{message}: the call is larger than the server's max_allowed_packet; raise it above your largest"
-            " message (a 40 MB message with base64 attachments needs about 64 MB)"
+            f"{message}: the database server refused the call because it is larger than the server's"
+            " max_allowed_packet setting (a database setting, not SES's limit: the message itself is within"
+            " SES's 40 MB); raise max_allowed_packet above your largest message (a 40 MB message with base64"
+            " attachments needs about 64 MB)"
         )
     if errno == ER_OPTION_PREVENTS_STATEMENT and "read-only" in message:
         return ReadOnlyServer(f"the server is read-only (a replica?): send writes to the primary ({message})")
