@@ -222,6 +222,17 @@ BEGIN
         event_count = event_count + 1,
         updated_at = v_now,
         state_order = GREATEST(state_order, v_order);
+      -- Its tenant's hourly counts, for the reputation guard (email_tenant_guard).
+      IF v_tag_copy = 0 AND (v_type = 'Send' OR v_type = 'Complaint'
+                             OR (v_type = 'Bounce' AND p_kind = 'Permanent')) THEN
+        INSERT INTO email_tenant_event_hours (tenant_id, hour_at, sends, permanent_bounces, complaints)
+        SELECT a.tenant_id, DATE_FORMAT(p_event_at, '%Y-%m-%d %H:00:00'), v_type = 'Send', v_type = 'Bounce',
+               v_type = 'Complaint'
+          FROM email_delivery_attempts a WHERE a.id = v_attempt
+        ON DUPLICATE KEY UPDATE sends = sends + (v_type = 'Send'),
+                                permanent_bounces = permanent_bounces + (v_type = 'Bounce'),
+                                complaints = complaints + (v_type = 'Complaint');
+      END IF;
       -- Only an UnknownOutcome row can be settled (the update is guarded by status anyway). A row that
       -- became UnknownOutcome after this read is settled by email_resolve_unknown_from_evidence.
       IF v_status = 'UnknownOutcome' AND v_tag_copy = 0 THEN

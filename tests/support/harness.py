@@ -39,6 +39,7 @@ TABLES = (
     "email_tenant_accounts",
     "email_tenants_log",
     "email_tenant_schedule",
+    "email_tenant_event_hours",
     "email_changes_feed",
     "email_changes_state",
 )

@@ -14,9 +14,10 @@ import pytest
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.models import Status
+from email_outbox_devtools.dbserver import free_port
 from email_outbox_devtools.ses_endpoint import SesEndpoint
 from tests.support.helpers import scalar
-from tests.support.worker_harness import spawn_worker, wait_until
+from tests.support.worker_harness import metric, scrape, spawn_worker, wait_until
 
 FAST = {"concurrency": 2, "lease_seconds": 6, "ses_connect_timeout": 1, "ses_read_timeout": 2}
 
@@ -48,7 +49,8 @@ def test_a_tenant_ses_paused_waits_while_the_others_send(
     endpoint.set_tenant("ses-codes", "ENABLED")
     enqueue(repo, "news", 5)
     enqueue(repo, "codes", 10)
-    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", **FAST)
+    port = free_port()
+    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", metrics_port=port, stats_interval=0.2, **FAST)
     try:
         wait_until(lambda: status_of(repo, "codes")["Sent"] == 10, 60, "codes' ten emails sent")
         assert {m.tenant_name for m in endpoint.accepted()} == {"ses-codes"}, "every send carries TenantName"
@@ -67,6 +69,24 @@ def test_a_tenant_ses_paused_waits_while_the_others_send(
         )
         assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Failed'") == 0
         assert repo.breaker_state("ses").state == "closed", "a tenant's pause is not the provider's outage"
+        # /metrics per tenant, labelled with the operators' names
+        wait_until(
+            lambda: (
+                metric(scrape(port), "email_outbox_tenant_paused", tenant="news", reason="ses-sending-paused")
+                == 1
+            ),
+            10,
+            "the tenant's pause in /metrics",
+        )
+        wait_until(
+            lambda: metric(scrape(port), "email_outbox_tenant_due_rows", tenant="news") == 5,
+            10,
+            "news' due rows",
+        )
+        samples = scrape(port)
+        assert metric(samples, "email_outbox_tenant_sends_total", tenant="codes", outcome="accepted") == 10
+        assert metric(samples, "email_outbox_tenant_sends_total", tenant="news", outcome="tenant_paused") >= 1
+        assert metric(samples, "email_outbox_tenant_paused", tenant="codes", reason="ses-sending-paused") == 0
         # SES lifts the pause: the next GetTenant read lifts the tenant's pause. Its turn is made due now
         # (a fixture, like making rows due) rather than waited for.
         endpoint.set_tenant("ses-news", "ENABLED", sending_paused=False)

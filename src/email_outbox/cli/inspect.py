@@ -17,7 +17,8 @@ from email_outbox.cli.common import (
     open_repository,
     parse_since,
 )
-from email_outbox.display import age, print_json, short, table, visible, when
+from email_outbox.db.tenant_calls import TenantStats
+from email_outbox.display import age, error_line, print_json, short, table, visible, when
 from email_outbox.errors import AccessDenied, InvalidInput
 from email_outbox.models import (
     DeliveryEvent,
@@ -54,8 +55,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         try:
             schema: SchemaRelease | None = SchemaRelease(repo.schema_release())
             retention: RetentionRuns | None = repo.retention_last_run()
+            tenants: list[TenantStats] | None = repo.tenant_stats()
         except AccessDenied:
-            schema, retention = None, None
+            schema, retention, tenants = None, None, None
     suppressed = unsent["Suppressed"]
     by_status = {c.status.value: c.count for c in counts}
     if args.json:
@@ -75,6 +77,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 "failed_unsent_24h": unsent,
                 "durability_risks": [asdict(r) for r in durability],
                 "retention_last_finished_at": retention.last_finished_at if retention else None,
+                "tenants": [asdict(t) | {"held": t.held} for t in tenants] if tenants is not None else None,
                 "schema": {
                     "database": schema.database if schema else None,
                     "package": schema.package if schema else None,
@@ -119,8 +122,42 @@ def cmd_status(args: argparse.Namespace) -> int:
         + (schema.describe() if schema else "not readable: run `email-outbox grant operator` again")
     )
     print()
+    if tenants:
+        _print_tenants(tenants)
     _print_provider_figures(provider, states, suppressed, args.evidence_wait)
     return EXIT_OK
+
+
+def _print_tenants(tenants: list[TenantStats]) -> None:
+    """Per tenant: its share, its due rows and how long the oldest waited, what its claims took in 24 h,
+    SES's rates for it, and what holds it (docs/design.md, "Tenants")."""
+    print(
+        table(
+            ["tenant", "weight", "due", "oldest due", "claimed 24h", "bounce", "complaint", "held"],
+            [
+                [
+                    t.tenant,
+                    t.weight,
+                    t.due_rows,
+                    age(t.oldest_due_age_seconds) if t.due_rows else "-",
+                    t.claimed_24h,
+                    _rate_or_dash(t.bounce_rate),
+                    _rate_or_dash(t.complaint_rate),
+                    visible(
+                        f"{t.held}: {t.guard_reason}"
+                        if t.guard_reason and t.paused_reason is None
+                        else t.held or "-"
+                    ),
+                ]
+                for t in tenants
+            ],
+        )
+    )
+    print()
+
+
+def _rate_or_dash(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate * 100:.2f}%"
 
 
 def _retention_line(runs: RetentionRuns | None) -> str:
@@ -194,9 +231,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                         short(r.tenant, 24),
                         r.priority,
                         f"{r.attempt_count}/{r.max_attempts}",
-                        short(
-                            f"{r.last_error_code}: {r.last_error_message}" if r.last_error_code else None, 50
-                        ),
+                        short(error_line(r.last_error_code, r.last_error_message), 50),
                         r.claimed_by or "-",
                         when(r.created_at),
                         when(r.updated_at),

@@ -42,6 +42,41 @@ class Tenant:
 
 
 @dataclass(frozen=True)
+class TenantStats:
+    """One row of email_tenant_stats: what `status`, the console and /metrics show per tenant."""
+
+    tenant: str
+    weight: int
+    paused_reason: str | None
+    guard_below_priority: int | None
+    guard_reason: str | None
+    due_rows: int
+    oldest_due_age_seconds: float
+    claimed_24h: int
+    sends_24h: int
+    bounce_rate: float | None
+    complaint_rate: float | None
+
+    @property
+    def held(self) -> str | None:
+        """Why its sends wait, if they do: the `reason` label of email_outbox_tenant_paused."""
+        if self.paused_reason:
+            return self.paused_reason
+        if self.guard_below_priority is not None:
+            return f"reputation-guard-below-{self.guard_below_priority}"
+        return None
+
+
+@dataclass(frozen=True)
+class GuardedTenant:
+    tenant: str
+    sends: int
+    complaint_rate: float
+    bounce_rate: float
+    reason: str
+
+
+@dataclass(frozen=True)
 class TenantResume:
     affected: int
     paused_reason: str | None
@@ -93,6 +128,47 @@ class TenantCalls(Calls):
     def tenant_status_due(self, worker: str, refresh_seconds: int) -> list[str]:
         rows = self._call("email_tenant_status_due", worker=worker, refresh_seconds=refresh_seconds)
         return [r["ses_tenant_name"] for r in rows]
+
+    def tenant_guard(
+        self, checked_by: str, min_sends: int, complaint_rate: float, bounce_rate: float, below_priority: int
+    ) -> list[GuardedTenant]:
+        rows = self._call(
+            "email_tenant_guard",
+            checked_by=checked_by,
+            min_sends=min_sends,
+            complaint_rate=complaint_rate,
+            bounce_rate=bounce_rate,
+            below_priority=below_priority,
+        )
+        return [
+            GuardedTenant(
+                r["tenant"], int(r["sends"]), float(r["complaint_rate"]), float(r["bounce_rate"]), r["reason"]
+            )
+            for r in rows
+        ]
+
+    def tenant_stats(self) -> list[TenantStats]:
+        stats = []
+        for r in self._call("email_tenant_stats"):
+            oldest, now = r["oldest_due_at"], r["database_now"]
+            stats.append(
+                TenantStats(
+                    tenant=r["tenant"],
+                    weight=int(r["weight"]),
+                    paused_reason=r["paused_reason"],
+                    guard_below_priority=_int_or_none(r["guard_below_priority"]),
+                    guard_reason=r["guard_reason"],
+                    due_rows=int(r["due_rows"]),
+                    oldest_due_age_seconds=0.0
+                    if oldest is None
+                    else max(0.0, (now - oldest).total_seconds()),
+                    claimed_24h=int(r["claimed_24h"]),
+                    sends_24h=int(r["sends_24h"]),
+                    bounce_rate=None if r["bounce_rate"] is None else float(r["bounce_rate"]),
+                    complaint_rate=None if r["complaint_rate"] is None else float(r["complaint_rate"]),
+                )
+            )
+        return stats
 
     def tenants(self) -> list[Tenant]:
         rows = self._select(

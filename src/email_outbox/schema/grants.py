@@ -58,12 +58,15 @@ WORKER_PROCEDURES = (
     # SES's sending status per tenant: read in turns (GetTenant), and a tenant SES paused.
     "email_tenant_status_due",
     "email_tenant_sending_paused",
+    # The outbox's own reputation guard per tenant, and the tenants' gauges of /metrics.
+    "email_tenant_guard",
+    "email_tenant_stats",
 )
 
 # `email-outbox retention` and `erase` (a scheduler's account, or a DBA's): deletes old emails and
 # erases an address. Operators have both too; the enqueuer, worker, events, viewer and console roles
 # have neither.
-MAINTENANCE_PROCEDURES = ("email_retention", "email_erase_address")
+MAINTENANCE_PROCEDURES = ("email_retention", "email_retention_preview", "email_erase_address")
 
 OPERATOR_PROCEDURES = (
     "email_requeue_unknown_outcome",
@@ -85,7 +88,8 @@ OPERATOR_PROCEDURES = (
     "email_sender_add",
     "email_sender_remove",
     "email_sender_allowed",
-    # `email-outbox tenants`.
+    # `email-outbox tenants`, and the tenants of `status`.
+    "email_tenant_stats",
     "email_tenant_add",
     "email_tenant_set",
     "email_tenant_remove",
@@ -103,6 +107,9 @@ OPERATOR_PROCEDURES = (
     "email_redrive_failed",
     "email_redrive_failed_batch",
     "email_breaker_state",
+    # `email-outbox breaker close`: a breaker a worker opened (or a replica's account opened on purpose)
+    # is closed by a person at once, not after the next probe.
+    "email_breaker_close",
     "email_unsent_failure_stats",
     "email_retention_last_run",
     # The send rate and daily quota of `status` and the console.
@@ -145,6 +152,8 @@ VIEWER_PROCEDURES = (
     "email_outbox_queue_stats",
     "email_breaker_state",
     "email_send_rate_status",
+    # The tenants of the overview.
+    "email_tenant_stats",
 )
 
 # The web console that acts: what a viewer has, and the three actions its pages offer. Not the rest of
@@ -154,7 +163,10 @@ CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outco
 # The console's cancel action on Pending and Retrying emails. Apart from CONSOLE_ACTIONS: a console
 # account granted before it existed keeps its other actions, and offers cancel once granted again.
 CONSOLE_CANCEL = "email_cancel_email"
-CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS, CONSOLE_CANCEL)
+# The overview's "close the provider breaker" (an operator ends an outage hold at once). Apart for the
+# same reason: a console granted before it keeps its other actions.
+CONSOLE_BREAKER_CLOSE = "email_breaker_close"
+CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS, CONSOLE_CANCEL, CONSOLE_BREAKER_CLOSE)
 
 ROLES: dict[str, tuple[str, ...]] = {
     "enqueuer": ENQUEUER_PROCEDURES,

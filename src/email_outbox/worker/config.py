@@ -23,6 +23,14 @@ def _meta(env: str, parse: Any, help: str) -> dict[str, Any]:
     return {"env": env, "parse": parse, "help": help}
 
 
+# The most a worker may report for the whole account (email_send_rate_report refuses more): one
+# replica's account must not be able to unpace every replica, nor stop them with a quota of 0.
+ACCOUNT_RATE_LIMIT = 10_000
+DAILY_QUOTA_LIMIT = 1_000_000_000
+# The longest email_breaker_open lets one replica hold every replica before the next probe.
+PROBE_DELAY_LIMIT_SECONDS = 3600
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     dsn: DatabaseDsn = field(
@@ -122,6 +130,36 @@ class WorkerConfig:
         default=60.0,
         metadata=_meta(
             "ACCOUNT_PAUSE_SECONDS", float, "pause after an account or configuration error, seconds"
+        ),
+    )
+    tenant_guard_complaint_rate: float = field(
+        default=0.001,
+        metadata=_meta(
+            "TENANT_GUARD_COMPLAINT_RATE",
+            float,
+            "a tenant's complaints per send over 24 h that hold its lower-priority sends (SES reviews at 0.1%)",
+        ),
+    )
+    tenant_guard_bounce_rate: float = field(
+        default=0.05,
+        metadata=_meta(
+            "TENANT_GUARD_BOUNCE_RATE",
+            float,
+            "a tenant's permanent bounces per send over 24 h that hold its lower-priority sends (SES reviews at 5%)",
+        ),
+    )
+    tenant_guard_min_sends: int = field(
+        default=200,
+        metadata=_meta(
+            "TENANT_GUARD_MIN_SENDS", int, "the tenant's sends in 24 h before its rates are judged at all"
+        ),
+    )
+    tenant_guard_below_priority: int = field(
+        default=7,
+        metadata=_meta(
+            "TENANT_GUARD_BELOW_PRIORITY",
+            int,
+            "a guarded tenant's rows below this priority wait until `tenants resume` (1-9)",
         ),
     )
     breaker_failures: int = field(
@@ -292,12 +330,12 @@ def validate(c: WorkerConfig) -> None:
     _check(0 < c.poll_interval <= 3600, f"{env_name('poll_interval')} must be above 0 and at most 3600")
     _check(c.max_send_rate is None or c.max_send_rate > 0, f"{env_name('max_send_rate')} must be above 0")
     _check(
-        c.account_send_rate is None or 0 < c.account_send_rate <= 1000000,
-        f"{env_name('account_send_rate')} must be above 0 and at most 1000000",
+        c.account_send_rate is None or 0 < c.account_send_rate <= ACCOUNT_RATE_LIMIT,
+        f"{env_name('account_send_rate')} must be above 0 and at most {ACCOUNT_RATE_LIMIT}",
     )
     _check(
-        c.account_daily_quota is None or 0 <= c.account_daily_quota <= 10**12,
-        f"{env_name('account_daily_quota')} must be 0 to 1000000000000",
+        c.account_daily_quota is None or 1 <= c.account_daily_quota <= DAILY_QUOTA_LIMIT,
+        f"{env_name('account_daily_quota')} must be 1 to {DAILY_QUOTA_LIMIT}",
     )
     _check(1 <= c.account_refresh_seconds <= 3600, f"{env_name('account_refresh_seconds')} must be 1 to 3600")
     _check(c.retry_base_seconds > 0, f"{env_name('retry_base_seconds')} must be above 0")
@@ -336,6 +374,15 @@ def validate(c: WorkerConfig) -> None:
     )
     _check(1 <= c.breaker_probe_seconds <= 3600, f"{env_name('breaker_probe_seconds')} must be 1 to 3600")
     _check(c.account_pause_seconds > 0, f"{env_name('account_pause_seconds')} must be above 0")
+    _check(
+        0 < c.tenant_guard_complaint_rate <= 1 and 0 < c.tenant_guard_bounce_rate <= 1,
+        f"{env_name('tenant_guard_complaint_rate')} and {env_name('tenant_guard_bounce_rate')} must be above 0,"
+        " at most 1",
+    )
+    _check(c.tenant_guard_min_sends >= 1, f"{env_name('tenant_guard_min_sends')} must be 1 or more")
+    _check(
+        1 <= c.tenant_guard_below_priority <= 9, f"{env_name('tenant_guard_below_priority')} must be 1 to 9"
+    )
     _check(
         c.log_format in ("text", "json"),
         f"{env_name('log_format')} must be text or json (got {c.log_format})",

@@ -126,7 +126,9 @@ class Delivery:
             span.finish(
                 decision.outcome.value, decision.message_id, decision.error_code, decision.error_message
             )
-        self._stats.record_send(decision.outcome.value, time.monotonic() - started, claim.email.created_at)
+        self._stats.record_send(
+            decision.outcome.value, time.monotonic() - started, claim.email.created_at, claim.email.tenant
+        )
         action = self._breaker.review(
             claim, decision, action_for(decision, claim.attempt, self._delays, self._rng)
         )

@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import PAUSED_DAILY_QUOTA, RateSlice
+from email_outbox.db.tenant_calls import TenantStats
 from email_outbox.errors import AccessDenied, OutboxError
 from email_outbox.metrics_server import MetricsServer
 from email_outbox.models import RetentionRuns, Status, StatusCount
@@ -49,6 +50,8 @@ class QueueSnapshot:
     unsent_failures: dict[str, int] = field(default_factory=dict)
     # When retention last finished (email_retention_last_run); None: not readable by this account.
     retention: RetentionRuns | None = None
+    # Each tenant (email_tenant_stats); empty when the account may not read them yet.
+    tenants: list[TenantStats] = field(default_factory=list)
 
     def oldest_due_age_seconds(self) -> float:
         due = [
@@ -73,6 +76,7 @@ class WorkerCollector(Collector):
         s = self.stats
         with s.lock:
             outcomes = dict(s.outcomes)
+            tenant_outcomes = dict(s.tenant_outcomes)
             finalize = dict(s.finalize)
             db_errors = dict(s.db_errors)
             claims, claimed_rows = s.claims, s.claimed_rows
@@ -146,6 +150,7 @@ class WorkerCollector(Collector):
         snapshot = self.queue()
         if snapshot.sampled_at:
             yield from _queue_metrics(snapshot, now)
+        yield from _tenant_metrics(snapshot.tenants, tenant_outcomes)
         info = GaugeMetricFamily("email_outbox_worker_info", "This replica", labels=["worker_id"])
         info.add_metric([self.worker_id], 1)
         yield info
@@ -181,7 +186,8 @@ def _breaker_metrics(
         "email_outbox_provider_breaker_events",
         "This replica's breaker events: opened, closed, probes (sends made as a probe), probes_failed, held (claimed rows"
         " given back unsent while the provider was down), released (transient failures given back"
-        " without using an attempt)",
+        " without using an attempt), own_failures (the rule was met but SES answered GetAccount: the"
+        " failures were left to the emails' own attempts)",
         "event",
         events,
     )
@@ -222,6 +228,50 @@ def _queue_metrics(snapshot: QueueSnapshot, now: float) -> Iterator[Metric]:
         "Seconds since the queue depth was read",
         value=now - snapshot.sampled_at,
     )
+
+
+def _tenant_metrics(tenants: list[TenantStats], outcomes: dict[tuple[str, str], int]) -> Iterator[Metric]:
+    """Per tenant, labelled with the operators' tenant names (docs/operations.md, "Tenants")."""
+    sends = CounterMetricFamily(
+        "email_outbox_tenant_sends",
+        "SES calls of this replica by tenant and classified outcome (as email_outbox_sends)",
+        labels=["tenant", "outcome"],
+    )
+    for (tenant, outcome), count in sorted(outcomes.items()):
+        sends.add_metric([tenant, outcome], count)
+    yield sends
+    paused = GaugeMetricFamily(
+        "email_outbox_tenant_paused",
+        "1 while the tenant's sends wait: paused (operator, ses-disabled, ses-sending-paused) or held by the"
+        " reputation guard (reputation-guard-below-N: rows below priority N wait)",
+        labels=["tenant", "reason"],
+    )
+    due = GaugeMetricFamily(
+        "email_outbox_tenant_due_rows", "The tenant's due Pending/Retrying rows", labels=["tenant"]
+    )
+    age = GaugeMetricFamily(
+        "email_outbox_tenant_oldest_due_age_seconds",
+        "How long the tenant's oldest due row has waited (database clock)",
+        labels=["tenant"],
+    )
+    bounce = GaugeMetricFamily(
+        "email_outbox_tenant_bounce_rate",
+        "The tenant's permanent bounces per send over the last 24 h, from SES's events",
+        labels=["tenant"],
+    )
+    complaint = GaugeMetricFamily(
+        "email_outbox_tenant_complaint_rate",
+        "The tenant's complaints per send over the last 24 h, from SES's events",
+        labels=["tenant"],
+    )
+    for t in tenants:
+        if t.held is not None:
+            paused.add_metric([t.tenant, t.held], 1)
+        due.add_metric([t.tenant], t.due_rows)
+        age.add_metric([t.tenant], t.oldest_due_age_seconds)
+        bounce.add_metric([t.tenant], t.bounce_rate or 0.0)
+        complaint.add_metric([t.tenant], t.complaint_rate or 0.0)
+    yield from (paused, due, age, bounce, complaint)
 
 
 def _send_rate_metrics(r: RateSlice) -> Iterator[Metric]:
@@ -300,9 +350,14 @@ class QueueSampler:
             retention = repo.retention_last_run()
         except AccessDenied:
             retention = None
+        tenants: list[TenantStats]
+        try:
+            tenants = repo.tenant_stats()
+        except AccessDenied:
+            tenants = []
         now = repo.database_time()
         self.latest = QueueSnapshot(
-            counts, now, time.monotonic(), unsent_failures=unsent, retention=retention
+            counts, now, time.monotonic(), unsent_failures=unsent, retention=retention, tenants=tenants
         )
 
     def _run(self) -> None:

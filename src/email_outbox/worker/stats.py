@@ -77,9 +77,12 @@ JUDGE_AFTER_SENDS = 10
 @dataclass
 class WorkerStats:
     outcomes: Counter[str] = field(default_factory=Counter)
+    # The same per tenant: (tenant, outcome) -> sends (email_outbox_tenant_sends_total).
+    tenant_outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     finalize: Counter[str] = field(default_factory=Counter)
     db_errors: Counter[str] = field(default_factory=Counter)
-    # The provider breaker (email_outbox.worker.breaker): opened, closed, probes, held, released.
+    # The provider breaker (email_outbox.worker.breaker): opened, closed, probes, held, released,
+    # own_failures.
     breaker: Counter[str] = field(default_factory=Counter)
     breaker_state: str = "closed"
     breaker_down_since: datetime | None = None
@@ -121,12 +124,16 @@ class WorkerStats:
         with self.lock:
             self.finalize_group_sizes.observe(rows)
 
-    def record_send(self, outcome: str, seconds: float, enqueued_at: datetime | None = None) -> None:
+    def record_send(
+        self, outcome: str, seconds: float, enqueued_at: datetime | None = None, tenant: str | None = None
+    ) -> None:
         waited = None
         if outcome == "accepted" and enqueued_at is not None:
             waited = max(0.0, (datetime.now(UTC).replace(tzinfo=None) - enqueued_at).total_seconds())
         with self.lock:
             self.outcomes[outcome] += 1
+            if tenant is not None:
+                self.tenant_outcomes[(tenant, outcome)] += 1
             self.send_latency.observe(seconds)
             self.recent_send_seconds.append(seconds)
             if waited is not None:

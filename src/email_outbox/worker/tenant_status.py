@@ -1,7 +1,10 @@
-"""SES's sending status of each tenant that has an SES tenant name (GetTenant), read by one replica at a
+"""The tenants' watch on one replica: SES's sending status of each tenant that has an SES tenant name (GetTenant), read by one replica at a
 time: every few seconds this replica asks the database whose turn is due (email_tenant_status_due hands
 each name to one caller) and reads those; a DISABLED tenant is paused (its rows wait, no attempt
-used), and an ENABLED or REINSTATED one has a pause SES caused lifted (docs/design.md, "Tenants")."""
+used), and an ENABLED or REINSTATED one has a pause SES caused lifted; and the outbox's own
+reputation guard (email_tenant_guard, with this replica's thresholds), which holds a tenant's sends
+below a priority once SES's events show its complaint or bounce rate at SES's review thresholds
+(docs/design.md, "Tenants")."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from email_outbox.db.repository import OutboxRepository
+from email_outbox.db.tenant_calls import GuardedTenant
+from email_outbox.worker.config import WorkerConfig
 from email_outbox.worker.database import DatabaseCalls
 
 log = logging.getLogger("email_outbox.worker")
@@ -35,12 +40,13 @@ class TenantStatusWatch:
     def __init__(
         self,
         database: DatabaseCalls,
-        worker_id: str,
+        config: WorkerConfig,
         read_status: Callable[[], Callable[[str], str]],
         stopping: threading.Event,
     ) -> None:
         self._database = database
-        self._worker_id = worker_id
+        self._config = config
+        self._worker_id = config.worker_id
         self._make_reader = read_status
         self._reader: Callable[[str], str] | None = None
         self._stopping = stopping
@@ -53,10 +59,38 @@ class TenantStatusWatch:
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
+                self.guard()
                 self.read_due()
             except Exception as exc:  # the database or SES had a bad moment: the next turn tries again
                 log.warning("tenant status not read", extra={"error": f"{type(exc).__name__}: {exc}"[:300]})
             self._stopping.wait(POLL_SECONDS)
+
+    def guard(self) -> int:
+        """Run the reputation guard; each tenant it holds is logged once, here, when it is set."""
+        c = self._config
+
+        def check(repo: OutboxRepository) -> list[GuardedTenant]:
+            return repo.tenant_guard(
+                self._worker_id,
+                c.tenant_guard_min_sends,
+                c.tenant_guard_complaint_rate,
+                c.tenant_guard_bounce_rate,
+                c.tenant_guard_below_priority,
+            )
+
+        guarded = self._database.call("email_tenant_guard", check)
+        for g in guarded:
+            log.error(
+                "tenant reputation guard: its sends below the guard's priority wait until an operator's tenants resume",
+                extra={
+                    "tenant": g.tenant,
+                    "below_priority": c.tenant_guard_below_priority,
+                    "sends_24h": g.sends,
+                    "complaint_rate": g.complaint_rate,
+                    "bounce_rate": g.bounce_rate,
+                },
+            )
+        return len(guarded)
 
     def read_due(self) -> int:
         """Read the tenants whose turn this replica took; the number read."""
