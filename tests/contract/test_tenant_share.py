@@ -132,3 +132,16 @@ def test_the_reputation_guard_holds_rows_below_its_priority(repo: OutboxReposito
     rows = repo.reserve_batch(token(), "w", 60, 10, 1_000_000)
     assert [r.id for r in rows] == high
     assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'") == len(low)
+
+
+def test_claims_of_one_row_keep_the_weights(repo: OutboxRepository) -> None:
+    """A worker with one free slot claims one row at a time: a tenant left out of a claim keeps its
+    place, so one-row claims share 3:1 as batches do."""
+    heavy = add_tenant(repo, "heavy", weight=3)
+    light = add_tenant(repo, "light", weight=1)
+    enqueue_for(repo, heavy, 30, "h")
+    enqueue_for(repo, light, 30, "l")
+    shares: Counter[str | None] = Counter()
+    for _ in range(20):
+        shares.update(claim_tenants(repo, 1))
+    assert shares == {"heavy": 15, "light": 5}
