@@ -701,7 +701,7 @@ def test_every_console_connection_has_a_statement_time_limit(
     database.close()
     database.statement_timeout_seconds = 0.3
 
-    def runaway(self: ConsoleReads, count_cap: int) -> Any:
+    def runaway(self: ConsoleReads, count_cap: int, provider_name: str) -> Any:
         return self.select(
             "SELECT COUNT(*) AS n FROM information_schema.COLUMNS a, information_schema.COLUMNS b,"
             " information_schema.COLUMNS c"
