@@ -71,7 +71,7 @@ cluster-soak: system-deps $(STAMP) ## a 3-node Galera soak with node kills
 # ignored). Needs root.
 faults: system-deps $(STAMP) ## the Galera and semi-sync pair fault runs (network namespaces; root)
 	$(BIN)/python bench/faults.py --seed 39
-	$(BIN)/python bench/faults.py --seed 39 --pair
+	$(BIN)/python bench/faults.py --seed 39 --pair --emails 900
 	-$(BIN)/python bench/faults.py --seed 39 --phases kill_all_nodes --flush-log-at-trx-commit 0
 
 # The queue gauge and purge-bodies at 10,000 and 1,000,000 terminal rows (docs/performance.md).

@@ -366,9 +366,9 @@ class FaultRun:
             t.start()
         kinds = [name]
         if name == "mixed" and self.config.pair:
+            # Without the failover, which ends the pair: it runs last, alone.
             kinds = list(PAIR_FAULTS[:-1])
             self.rng.shuffle(kinds)
-            kinds.append("failover")
         elif name == "mixed":
             kinds = list(FAULTS)
             self.rng.shuffle(kinds)
@@ -566,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot run: {missing}", file=sys.stderr)
         return 2
     faults = PAIR_FAULTS if args.pair else FAULTS
-    phases = tuple(p for p in (args.phases or ",".join((*faults, "mixed"))).split(",") if p)
+    every = (*PAIR_FAULTS[:-1], "mixed", "failover") if args.pair else (*FAULTS, "mixed")
+    phases = tuple(p for p in (args.phases or ",".join(every)).split(",") if p)
     if args.short and args.phases is None:
         phases = faults  # each fault once; the mixed phase only in the full run
     unknown = set(phases) - {*faults, "mixed"}

@@ -2,7 +2,10 @@
 -- failed: closed or half_open -> open, no probe before probe_after_seconds from now (the worker adds
 -- the jitter). `since` keeps the time the provider was first seen down when a probe fails. Already
 -- open: only the last error is brought up to date, and affected is 0. Logged in
--- email_provider_breaker_log. Result: affected (1: this call opened it), state.
+-- email_provider_breaker_log. probe_after_seconds is 1 to 3,600: the breaker holds every replica, and
+-- one replica's account must not be able to stop all sending for longer than an hour at a time (an
+-- operator closes it at any moment: email-outbox breaker close). Result: affected (1: this call opened
+-- it), state.
 CREATE PROCEDURE email_breaker_open(
   IN p_provider TEXT CHARACTER SET utf8mb4,
   IN p_opened_by TEXT CHARACTER SET utf8mb4,
@@ -24,6 +27,9 @@ BEGIN
   END;
   CALL email_internal_check_breaker_args('email_breaker_open', p_provider, 'opened_by', p_opened_by,
                                          'probe_after_seconds', p_probe_after_seconds);
+  IF p_probe_after_seconds > 3600 THEN
+    SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_breaker_open: probe_after_seconds must be 1 to 3600';
+  END IF;
   IF CHAR_LENGTH(p_error_code) > 191 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_breaker_open: error_code must be at most 191 characters';
   END IF;

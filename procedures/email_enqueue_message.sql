@@ -35,7 +35,6 @@ BEGIN
   DECLARE v_text LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_html LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_value LONGTEXT CHARACTER SET utf8mb4;
-  DECLARE v_path VARCHAR(600) CHARACTER SET utf8mb4;
   DECLARE v_field VARCHAR(600) CHARACTER SET utf8mb4;
   DECLARE v_template INT DEFAULT 0;
   DECLARE v_max_attempts BIGINT DEFAULT NULL;
@@ -54,6 +53,10 @@ BEGIN
   DECLARE v_decoded LONGBLOB;
   DECLARE v_options LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_trace_context LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_doc LONGTEXT CHARACTER SET utf8mb4;
+  -- The attachments, one item at a time (opened once the list is known to be an array).
+  DECLARE c_attachments CURSOR FOR
+    SELECT t.item FROM JSON_TABLE(v_attachments, '$[*]' COLUMNS (item JSON PATH '$')) AS t;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     CALL email_internal_undo(v_own);
@@ -85,28 +88,32 @@ BEGIN
     SET v_i = v_i + 1;
   END WHILE;
 
+  -- Every other member is read from the document without its attachments: each read of a member
+  -- parses the document up to that member, which for a 40 MB message was a pass over 40 MB per member.
+  SET v_attachments = JSON_EXTRACT(p_message, '$.attachments'), v_doc = JSON_REMOVE(p_message, '$.attachments');
+
   -- Recipients: at most 50 across to, cc and bcc, as SES counts them.
-  CALL email_internal_check_mailboxes(v_where, p_message, 'to', v_count, v_first);
+  CALL email_internal_check_mailboxes(v_where, v_doc, 'to', v_count, v_first);
   SET v_recipients = v_count, v_to_address = v_first;
-  CALL email_internal_check_mailboxes(v_where, p_message, 'cc', v_count, v_first);
+  CALL email_internal_check_mailboxes(v_where, v_doc, 'cc', v_count, v_first);
   SET v_recipients = v_recipients + v_count, v_to_address = COALESCE(v_to_address, v_first);
-  CALL email_internal_check_mailboxes(v_where, p_message, 'bcc', v_count, v_first);
+  CALL email_internal_check_mailboxes(v_where, v_doc, 'bcc', v_count, v_first);
   SET v_recipients = v_recipients + v_count, v_to_address = COALESCE(v_to_address, v_first);
   IF v_recipients < 1 OR v_recipients > 50 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT =
       'email_enqueue_message: to, cc and bcc together must hold 1 to 50 addresses (SES''s limit per message)';
   END IF;
-  CALL email_internal_check_mailboxes(v_where, p_message, 'reply_to', v_count, v_first);
+  CALL email_internal_check_mailboxes(v_where, v_doc, 'reply_to', v_count, v_first);
 
-  CALL email_internal_json_text(v_where, p_message, '$.from', 'from', v_from);
+  CALL email_internal_json_text(v_where, v_doc, '$.from', 'from', v_from);
   CALL email_internal_check_text(v_where, 'from', v_from, 'mailbox');
   CALL email_internal_split_mailbox(v_from, v_from_name, v_from_address);
-  CALL email_internal_json_text(v_where, p_message, '$.subject', 'subject', v_subject);
-  CALL email_internal_json_text(v_where, p_message, '$.text', 'text', v_text);
-  CALL email_internal_json_text(v_where, p_message, '$.html', 'html', v_html);
+  CALL email_internal_json_text(v_where, v_doc, '$.subject', 'subject', v_subject);
+  CALL email_internal_json_text(v_where, v_doc, '$.text', 'text', v_text);
+  CALL email_internal_json_text(v_where, v_doc, '$.html', 'html', v_html);
 
   -- A stored template supplies subject and bodies itself.
-  SET v_value = JSON_EXTRACT(p_message, '$.template');
+  SET v_value = JSON_EXTRACT(v_doc, '$.template');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     SET v_template = 1;
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(JSON_REMOVE(v_value, '$.name', '$.data')) > 0 THEN
@@ -135,7 +142,7 @@ BEGIN
   END IF;
 
   -- Headers: names in RFC 5322's character set, none that SES or the outbox sets itself.
-  SET v_value = JSON_EXTRACT(p_message, '$.headers');
+  SET v_value = JSON_EXTRACT(v_doc, '$.headers');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 50 THEN
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = 'email_enqueue_message: headers must be an object of at most 50 names to values';
@@ -164,6 +171,17 @@ BEGIN
           ' is set by SES or the outbox itself and cannot be given (use the message members for addresses and subject)');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
       END IF;
+      -- What a receiving system writes as its verdict (a forged Authentication-Results or ARC set
+      -- reads as a passed check to a filter that trusts it), and requests that send mail or receipts
+      -- somewhere other than the sender (read receipts, old bounce routing).
+      IF LOWER(v_key) IN ('authentication-results', 'received-spf', 'domainkey-signature',
+                          'disposition-notification-to', 'disposition-notification-options',
+                          'return-receipt-to', 'errors-to', 'x-original-to', 'original-recipient')
+         OR LOWER(v_key) LIKE 'arc-%' OR LOWER(v_key) LIKE 'dkim-%' THEN
+        SET v_message = CONCAT(v_where, ': header ', v_key,
+          ' is a receiving system''s verdict or asks for mail to go elsewhere, and cannot be given');
+        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
+      END IF;
       IF JSON_CONTAINS(v_seen, JSON_QUOTE(LOWER(v_key))) THEN
         SET v_message = CONCAT(v_where, ': header ', v_key, ' is given twice (header names compare case-insensitively)');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45004, MESSAGE_TEXT = v_message;
@@ -181,7 +199,7 @@ BEGIN
   END IF;
 
   -- Tags, in SES's character set; outbox_id is the outbox's own.
-  SET v_value = JSON_EXTRACT(p_message, '$.tags');
+  SET v_value = JSON_EXTRACT(v_doc, '$.tags');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(v_value) > 49 THEN
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: tags must be an object of at most 49 names to values';
@@ -212,7 +230,7 @@ BEGIN
     END WHILE;
   END IF;
 
-  CALL email_internal_json_text(v_where, p_message, '$.configuration_set', 'configuration_set', v_content);
+  CALL email_internal_json_text(v_where, v_doc, '$.configuration_set', 'configuration_set', v_content);
   IF v_content IS NOT NULL AND NOT v_content COLLATE utf8mb4_bin REGEXP '^[A-Za-z0-9_-]{1,64}$' THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_enqueue_message: configuration_set must be 1 to 64 ASCII letters, digits, underscores or dashes';
@@ -226,7 +244,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45011, MESSAGE_TEXT = v_message;
   END IF;
 
-  SET v_value = JSON_EXTRACT(p_message, '$.max_attempts');
+  SET v_value = JSON_EXTRACT(v_doc, '$.max_attempts');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR v_value < 1 OR v_value > 100 THEN
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: max_attempts must be an integer from 1 to 100';
@@ -235,10 +253,10 @@ BEGIN
   END IF;
 
   -- Times: ISO 8601 with an offset (or Z), stored in UTC.
-  CALL email_internal_json_utc_time(v_where, p_message, '$.send_after', 'send_after', v_send_after);
-  CALL email_internal_json_utc_time(v_where, p_message, '$.expires_at', 'expires_at', v_expires_at);
+  CALL email_internal_json_utc_time(v_where, v_doc, '$.send_after', 'send_after', v_send_after);
+  CALL email_internal_json_utc_time(v_where, v_doc, '$.expires_at', 'expires_at', v_expires_at);
 
-  SET v_value = JSON_EXTRACT(p_message, '$.priority');
+  SET v_value = JSON_EXTRACT(v_doc, '$.priority');
   IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
     IF JSON_TYPE(v_value) NOT IN ('INTEGER', 'UNSIGNED INTEGER') OR v_value < 0 OR v_value > 9 THEN
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_enqueue_message: priority must be an integer from 0 to 9 (9 first)';
@@ -247,18 +265,20 @@ BEGIN
   END IF;
 
   -- The tenant (absent: the account's default), checked by email_internal_enqueue.
-  CALL email_internal_json_text(v_where, p_message, '$.tenant', 'tenant', v_tenant);
+  CALL email_internal_json_text(v_where, v_doc, '$.tenant', 'tenant', v_tenant);
 
-  -- Attachments: checked here, stored after the row exists.
-  SET v_attachments = JSON_EXTRACT(p_message, '$.attachments');
+  -- Attachments: checked here, stored after the row exists. The list is read once, item by item
+  -- (JSON_TABLE): an item picked out of the whole list by its index parses the list again each time,
+  -- which cost 22 s of server CPU for 100 attachments in 5 MB (docs/performance.md, "Large messages").
   IF v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) <> 'NULL' THEN
     IF JSON_TYPE(v_attachments) <> 'ARRAY' OR JSON_LENGTH(v_attachments) > 100 THEN
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_enqueue_message: attachments must be a list of at most 100';
     END IF;
     SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
+    OPEN c_attachments;
     WHILE v_i < v_n DO
-      SET v_path = CONCAT('$[', v_i, ']'), v_field = CONCAT('attachments[', v_i, ']');
-      SET v_value = JSON_EXTRACT(v_attachments, v_path);
+      SET v_field = CONCAT('attachments[', v_i, ']');
+      FETCH c_attachments INTO v_value;
       IF JSON_TYPE(v_value) <> 'OBJECT' OR JSON_LENGTH(JSON_REMOVE(v_value, '$.filename', '$.content_type',
            '$.content_base64', '$.disposition', '$.content_id')) > 0 THEN
         SET v_message = CONCAT(v_where, ': ', v_field,
@@ -304,20 +324,33 @@ BEGIN
       SET v_encoded_bytes = v_encoded_bytes + LENGTH(v_content);
       SET v_i = v_i + 1;
     END WHILE;
+    CLOSE c_attachments;
   END IF;
   IF COALESCE(LENGTH(v_text), 0) + COALESCE(LENGTH(v_html), 0) + v_encoded_bytes > 41943040 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45006, MESSAGE_TEXT =
       'email_enqueue_message: the message must be at most 40 MB (SES''s limit), bodies and base64 attachments together';
   END IF;
 
-  -- What is stored is rebuilt from the members just checked, nothing else.
+  -- What is stored is rebuilt from the members just checked, nothing else. Addresses are stored by
+  -- value, in one spelling whatever JSON escapes the caller wrote (`ann` + the JSON escape of @ +
+  -- `example.net` is stored as ann@example.net), so erasure finds them (email_erase_address) and so
+  -- does anyone reading the row.
   SET v_clean = JSON_OBJECT('attachment_count', IF(JSON_TYPE(v_attachments) = 'ARRAY', JSON_LENGTH(v_attachments), 0));
   SET v_i = 1;
   WHILE v_i <= 7 DO
     SET v_key = SUBSTRING_INDEX(SUBSTRING_INDEX('from,to,cc,bcc,reply_to,configuration_set,template', ',', v_i), ',', -1);
-    SET v_value = JSON_EXTRACT(p_message, CONCAT('$.', v_key));
-    IF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
-      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(p_message, CONCAT('$.', v_key)));
+    SET v_value = JSON_EXTRACT(v_doc, CONCAT('$.', v_key));
+    IF v_value IS NOT NULL AND JSON_TYPE(v_value) = 'ARRAY' THEN
+      SET v_content = JSON_ARRAY(), v_n = JSON_LENGTH(v_value), v_count = 0;
+      WHILE v_count < v_n DO
+        SET v_content = JSON_ARRAY_APPEND(v_content, '$', JSON_UNQUOTE(JSON_EXTRACT(v_value, CONCAT('$[', v_count, ']'))));
+        SET v_count = v_count + 1;
+      END WHILE;
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(v_content, '$'));
+    ELSEIF v_value IS NOT NULL AND JSON_TYPE(v_value) = 'STRING' THEN
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_UNQUOTE(v_value));
+    ELSEIF v_value IS NOT NULL AND JSON_TYPE(v_value) <> 'NULL' THEN
+      SET v_clean = JSON_SET(v_clean, CONCAT('$.', v_key), JSON_EXTRACT(v_doc, CONCAT('$.', v_key)));
     END IF;
     SET v_i = v_i + 1;
   END WHILE;
@@ -327,7 +360,7 @@ BEGIN
   IF v_tags IS NOT NULL THEN
     SET v_clean = JSON_SET(v_clean, '$.tags', JSON_EXTRACT(v_tags, '$'));
   END IF;
-  CALL email_internal_check_trace_context(v_where, p_message, v_trace_context);
+  CALL email_internal_check_trace_context(v_where, v_doc, v_trace_context);
   IF v_trace_context IS NOT NULL THEN
     SET v_clean = JSON_SET(v_clean, '$.trace_context', JSON_EXTRACT(v_trace_context, '$'));
   END IF;
@@ -338,18 +371,16 @@ BEGIN
                               v_text, v_html, v_max_attempts, v_send_after, v_template, v_options,
                               v_attachment_bytes, v_priority, v_expires_at, v_tenant, v_affected, v_attempt_id);
   IF v_affected = 1 AND v_attachments IS NOT NULL AND JSON_TYPE(v_attachments) = 'ARRAY' THEN
-    SET v_n = JSON_LENGTH(v_attachments), v_i = 0;
-    WHILE v_i < v_n DO
-      SET v_path = CONCAT('$[', v_i, ']');
-      INSERT INTO email_attachments (attempt_id, position, filename, content_type, disposition, content_id, content)
-      VALUES (v_attempt_id, v_i,
-              JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.filename'))),
-              LOWER(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_type')))),
-              COALESCE(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.disposition'))), 'attachment'),
-              JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_id'))),
-              FROM_BASE64(JSON_UNQUOTE(JSON_EXTRACT(v_attachments, CONCAT(v_path, '.content_base64')))));
-      SET v_i = v_i + 1;
-    END WHILE;
+    INSERT INTO email_attachments (attempt_id, position, filename, content_type, disposition, content_id, content)
+    SELECT v_attempt_id, t.position - 1, t.filename, LOWER(t.content_type), COALESCE(t.disposition, 'attachment'),
+           t.content_id, FROM_BASE64(t.content)
+      FROM JSON_TABLE(v_attachments, '$[*]' COLUMNS (
+             position FOR ORDINALITY,
+             filename LONGTEXT PATH '$.filename',
+             content_type LONGTEXT PATH '$.content_type',
+             disposition LONGTEXT PATH '$.disposition',
+             content_id LONGTEXT PATH '$.content_id',
+             content LONGTEXT PATH '$.content_base64')) AS t;
   END IF;
   CALL email_internal_end(v_own);
   SELECT v_affected AS affected, v_attempt_id AS attempt_id;

@@ -33,6 +33,7 @@ BEGIN
   DECLARE v_notification_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_id_account VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_first_entry BIGINT UNSIGNED;
+  DECLARE v_id_hash BINARY(32);
   DECLARE v_end INT DEFAULT 0;
   DECLARE v_erased INT DEFAULT 0;
   DECLARE v_processing INT DEFAULT 0;
@@ -43,10 +44,15 @@ BEGIN
   DECLARE c_by_to CURSOR FOR
     SELECT id, to_address FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_to_id)
      WHERE to_address = p_address COLLATE utf8mb4_unicode_ci;
+  -- A row stored before addresses were stored by value may spell one with JSON escapes
+  -- (the @ as its
+  -- JSON escape): every row with a backslash is a candidate too, and
+  -- email_internal_message_names compares each candidate's addresses by value.
   DECLARE c_by_options CURSOR FOR
     SELECT id, message_options FROM email_delivery_attempts
      WHERE message_options IS NOT NULL
-       AND LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(message_options) COLLATE utf8mb4_bin) > 0;
+       AND (LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(message_options) COLLATE utf8mb4_bin) > 0
+            OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, message_options COLLATE utf8mb4_bin) > 0);
   DECLARE c_provider CURSOR FOR
     SELECT id FROM email_provider_events
      WHERE LOCATE(v_lower COLLATE utf8mb4_bin,
@@ -175,9 +181,11 @@ BEGIN
              status = v_to_status
        WHERE id = v_id AND status <> 'Processing';
       IF LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(v_notification_id) COLLATE utf8mb4_bin) > 0 THEN
-        -- The id named the address: a retry of it is still a duplicate, as after retention.
+        -- The id named the address: a retry of it is still a duplicate, as after retention; kept by
+        -- its keyed hash, which a guess of the id does not confirm.
+        CALL email_internal_id_hash(v_notification_id, v_id_hash);
         INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-        VALUES (COALESCE(v_id_account, ''), UNHEX(SHA2(v_notification_id, 256)), DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
+        VALUES (COALESCE(v_id_account, ''), v_id_hash, DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
         ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until));
       END IF;
       DELETE FROM email_attachments WHERE attempt_id = v_id;

@@ -1,7 +1,8 @@
 -- Internal: one recipient list of a message document (`to`, `cc`, `bcc` or `reply_to`): absent or
 -- an array of strings, each an address alone or as `Name <address>` (email_internal_check_text
--- 'mailbox'). Returns how many, and the bare address of the first. Refuses with 45003
--- (invalid_address): not a list, more than 50, an entry that is no address.
+-- 'mailbox') with an ASCII local part (email_internal_check_local_part). Returns how many, and the
+-- bare address of the first. Refuses with 45003 (invalid_address): not a list, more than 50, an entry
+-- that is no address.
 CREATE PROCEDURE email_internal_check_mailboxes(
   IN p_where VARCHAR(64) CHARACTER SET utf8mb4,
   IN p_doc LONGTEXT CHARACTER SET utf8mb4,
@@ -16,6 +17,7 @@ BEGIN
   DECLARE v_i INT DEFAULT 0;
   DECLARE v_item LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_name LONGTEXT CHARACTER SET utf8mb4;
+  DECLARE v_address LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_field VARCHAR(64) CHARACTER SET utf8mb4;
   DECLARE v_message VARCHAR(512) CHARACTER SET utf8mb4;
   SET p_count = 0, p_first_address = NULL;
@@ -37,8 +39,10 @@ BEGIN
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
       END IF;
       CALL email_internal_check_text(p_where, v_field, v_item, 'mailbox');
+      CALL email_internal_split_mailbox(v_item, v_name, v_address);
+      CALL email_internal_check_local_part(p_where, v_field, v_address);
       IF v_i = 0 THEN
-        CALL email_internal_split_mailbox(v_item, v_name, p_first_address);
+        SET p_first_address = v_address;
       END IF;
       SET v_i = v_i + 1;
     END WHILE;

@@ -35,6 +35,7 @@ BEGIN
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_tombstone INT DEFAULT 0;
+  DECLARE v_id_hash BINARY(32) DEFAULT NULL;
   DECLARE v_message VARCHAR(300) CHARACTER SET utf8mb4;
   DECLARE v_account VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT SUBSTRING_INDEX(SESSION_USER(), '@', 1);
   DECLARE v_legacy BIGINT UNSIGNED DEFAULT NULL;
@@ -57,6 +58,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
   END IF;
   CALL email_internal_check_text(p_where, 'to_address', p_to_address, 'address');
+  CALL email_internal_check_local_part(p_where, 'to_address', p_to_address);
   CALL email_internal_check_text(p_where, 'from_address', p_from_address, 'address');
   IF p_from_address IS NOT NULL THEN
     CALL email_internal_check_sender(p_where, p_from_address);
@@ -120,8 +122,10 @@ BEGIN
       -- insert, with a locking read: an insert that waited on the old row's delete succeeds only once
       -- that delete (and the tombstone written in the same transaction) has committed, which a check
       -- before the insert could miss.
+      -- Keyed (email_internal_id_hash), or a plain SHA-256 written before 0.2.0.
+      CALL email_internal_id_hash(p_notification_id, v_id_hash);
       SELECT COUNT(*) INTO v_tombstone FROM email_notification_tombstones
-       WHERE account IN (v_account, '') AND id_hash = UNHEX(SHA2(p_notification_id, 256))
+       WHERE account IN (v_account, '') AND id_hash IN (v_id_hash, UNHEX(SHA2(p_notification_id, 256)))
          AND keep_until >= DATE(v_now)
        LOCK IN SHARE MODE;
       IF v_tombstone > 0 THEN

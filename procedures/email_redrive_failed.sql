@@ -2,7 +2,8 @@
 -- attempts, a fixed configuration). Failed -> Pending, due now, attempt_count 0, the same
 -- notification id; the rule (no MessageId, no accepting SES event, never UnknownOutcome) is
 -- email_internal_redrive's. Audited with who and why. affected 0 for any other row (Sent, open, a
--- Failed row SES accepted, an unknown id): nothing is sent twice by a redrive.
+-- Failed row SES accepted, an unknown id): nothing is sent twice by a redrive. A Failed row whose
+-- content is gone (erased, bodies purged, an attachment missing) is refused with 45009 and the reason.
 -- Result: affected, attempt_id (NULL for an unknown notification id).
 CREATE PROCEDURE email_redrive_failed(
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
@@ -34,7 +35,7 @@ BEGIN
    LIMIT 1;
   IF v_id IS NOT NULL THEN
     CALL email_internal_begin(v_own);
-    CALL email_internal_redrive(v_id, v_now, p_redriven_by, p_reason, 0, v_affected);
+    CALL email_internal_redrive(v_id, v_now, p_redriven_by, p_reason, 0, 1, v_affected);
     CALL email_internal_end(v_own);
   END IF;
   SELECT v_affected AS affected, v_id AS attempt_id;

@@ -1,9 +1,9 @@
 -- Operator: email_redrive_failed for many rows, in keyset batches. Looks at up to `limit` (1 to 1,000)
 -- Failed rows with an id above after_id (0 to start), in id order, and redrives each that entered
 -- Failed (updated_at) at or after failed_since and before failed_until (NULL: no end), whose
--- last_error_code is error_code (NULL: any), under email_internal_redrive's rule. dry_run = 1 changes
--- nothing and counts what it would redrive. One transaction per call. Pass last_id as the next
--- after_id; done when examined < limit. Result: affected (redriven, or would be), examined, last_id.
+-- last_error_code is error_code (NULL: any), under email_internal_redrive's rule (a row whose content
+-- is gone is passed over). dry_run = 1 changes nothing and counts what it would redrive. One
+-- transaction per call. Pass last_id as the next after_id; done when examined < limit. Result: affected (redriven, or would be), examined, last_id.
 CREATE PROCEDURE email_redrive_failed_batch(
   IN p_failed_since DATETIME(6),
   IN p_failed_until DATETIME(6),
@@ -71,7 +71,7 @@ BEGIN
     SET v_last = v_id;
     IF v_updated >= p_failed_since AND (p_failed_until IS NULL OR v_updated < p_failed_until)
        AND (p_error_code IS NULL OR v_code = p_error_code) THEN
-      CALL email_internal_redrive(v_id, v_now, p_redriven_by, p_reason, p_dry_run, v_one);
+      CALL email_internal_redrive(v_id, v_now, p_redriven_by, p_reason, p_dry_run, 0, v_one);
       SET v_affected = v_affected + v_one;
     END IF;
   END LOOP;

@@ -7,9 +7,9 @@
 -- A run is the calls of one session (connection) with the same arguments: the first call opens a row in
 -- email_retention_runs (who, the calling account, when, the cutoff, fixed for the run) and every call
 -- continues after the id the last one stopped at, adding its count. Call again while `more` = 1.
--- Idempotency outlives the row: each deleted row leaves a tombstone (the enqueuing account, a SHA-256
--- of its notification_id, the dates) until keep_ids_days (NULL: 400; at least older_than_days) after
--- its final transition; an enqueue of that id meanwhile answers affected 0, attempt_id NULL, and
+-- Idempotency outlives the row: each deleted row leaves a tombstone (the enqueuing account, a keyed
+-- hash of its notification_id, email_internal_id_hash, the dates) until keep_ids_days (NULL: 400; at least older_than_days and
+-- at least 30) after its final transition; an enqueue of that id meanwhile answers affected 0, attempt_id NULL, and
 -- creates nothing. Each call also drops up to batch_size tombstones whose window has passed.
 -- Refusals: 45001 (older_than_days, keep_ids_days, batch_size, actor), 45010 (actor's text).
 -- Result: deleted, tombstones_expired, more (1: call again), run_id, cutoff.
@@ -31,7 +31,9 @@ BEGIN
   -- The end of the id range this call covered: up to the next row it did not reach.
   DECLARE v_through BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_id BIGINT UNSIGNED;
+  DECLARE v_account VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_notification_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
+  DECLARE v_id_hash BINARY(32);
   DECLARE v_status VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_created DATETIME(6);
   DECLARE v_updated DATETIME(6);
@@ -46,11 +48,15 @@ BEGIN
   -- The next batch_size rows by primary key: a consistent read, so nothing is locked but the rows
   -- that are deleted (a locking scan would also lock the live rows between them).
   DECLARE c_window CURSOR FOR
-    SELECT id, notification_id, status, created_at, updated_at
+    SELECT id, COALESCE(account, ''), notification_id, status, created_at, updated_at
       FROM email_delivery_attempts FORCE INDEX (PRIMARY)
      WHERE id > v_start
      ORDER BY id
      LIMIT p_batch_size;
+  -- The rows this call's delete removed whose id must stay a duplicate a while yet.
+  DECLARE c_deleted CURSOR FOR
+    SELECT account, notification_id, final_at FROM email_retention_ids
+     WHERE DATE(final_at + INTERVAL v_keep DAY) >= DATE(v_now);
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_end = 1;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -61,9 +67,11 @@ BEGIN
   IF p_older_than_days IS NULL OR p_older_than_days < 0 OR p_older_than_days > 36500 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_retention: older_than_days must be 0 to 36500';
   END IF;
-  IF v_keep < p_older_than_days OR v_keep > 36500 THEN
+  -- Under 30 days a retried enqueue (a queue's redelivery, a client's retry after a timeout) could
+  -- outlive its id and send the email again: idempotency is not something retention may turn off.
+  IF v_keep < GREATEST(p_older_than_days, 30) OR v_keep > 36500 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
-      'email_retention: keep_ids_days must be NULL (400) or from older_than_days to 36500';
+      'email_retention: keep_ids_days must be NULL (400) or from older_than_days (and at least 30) to 36500';
   END IF;
   IF p_batch_size IS NULL OR p_batch_size < 1 OR p_batch_size > 1000 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = 'email_retention: batch_size must be 1 to 1000';
@@ -72,6 +80,7 @@ BEGIN
 
   CREATE TEMPORARY TABLE IF NOT EXISTS email_retention_ids (
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+    account VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     notification_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     final_at DATETIME(6) NOT NULL
   ) ENGINE = MEMORY;
@@ -99,7 +108,7 @@ BEGIN
 
   OPEN c_window;
   scan: LOOP
-    FETCH c_window INTO v_id, v_notification_id, v_status, v_created, v_updated;
+    FETCH c_window INTO v_id, v_account, v_notification_id, v_status, v_created, v_updated;
     IF v_end = 1 THEN
       LEAVE scan;
     END IF;
@@ -111,7 +120,8 @@ BEGIN
     END IF;
     SET v_scanned = v_scanned + 1, v_last = v_id;
     IF v_status IN ('Sent', 'Failed') AND v_updated < v_cutoff THEN
-      INSERT INTO email_retention_ids (id, notification_id, final_at) VALUES (v_id, v_notification_id, v_updated);
+      INSERT INTO email_retention_ids (id, account, notification_id, final_at)
+      VALUES (v_id, v_account, v_notification_id, v_updated);
     END IF;
   END LOOP;
   CLOSE c_window;
@@ -119,20 +129,36 @@ BEGIN
                        WHEN v_end = 1 THEN 18446744073709551615
                        ELSE v_last END;
 
-  -- Tombstones first (same transaction): an enqueue whose insert waited for this delete finds them.
-  -- Keyed by the row's enqueuing account: notification ids are per account (email_internal_enqueue).
-  INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-  SELECT COALESCE(a.account, ''), UNHEX(SHA2(x.notification_id, 256)), DATE(v_now), DATE(x.final_at + INTERVAL v_keep DAY)
-    FROM email_retention_ids x STRAIGHT_JOIN email_delivery_attempts a ON a.id = x.id
-   WHERE DATE(x.final_at + INTERVAL v_keep DAY) >= DATE(v_now)
-  ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until)), deleted_on = VALUES(deleted_on);
-
-  -- The rows, fenced again by status and age (by primary key: record locks only), then everything
-  -- that refers to them. A row another run deleted first is simply not counted twice.
+  -- The rows, fenced again by status and age (by primary key: record locks only). A row that changed
+  -- while this call waited on its lock (redriven, erased) no longer matches and stays whole, and so
+  -- does a row another run deleted first: from here on the list holds only the rows this delete
+  -- removed, and only those lose their children and get a tombstone.
   DELETE a FROM email_retention_ids x
     STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = x.id
    WHERE a.status IN ('Sent', 'Failed') AND a.updated_at < v_cutoff;
   SET v_deleted = ROW_COUNT();
+  IF v_deleted < (SELECT COUNT(*) FROM email_retention_ids) THEN
+    DELETE x FROM email_retention_ids x
+     WHERE EXISTS (SELECT 1 FROM email_delivery_attempts a FORCE INDEX (PRIMARY) WHERE a.id = x.id);
+  END IF;
+
+  -- Tombstones in the same transaction: an enqueue whose insert waited for this delete finds them.
+  -- Keyed by the row's enqueuing account: notification ids are per account (email_internal_enqueue).
+  -- Each id kept by its keyed hash (email_internal_id_hash), which a guess of the id does not confirm.
+  SET v_end = 0;
+  OPEN c_deleted;
+  tombstones: LOOP
+    FETCH c_deleted INTO v_account, v_notification_id, v_updated;
+    IF v_end = 1 THEN
+      LEAVE tombstones;
+    END IF;
+    CALL email_internal_id_hash(v_notification_id, v_id_hash);
+    INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
+    VALUES (v_account, v_id_hash, DATE(v_now), DATE(v_updated + INTERVAL v_keep DAY))
+    ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until)), deleted_on = VALUES(deleted_on);
+  END LOOP;
+  CLOSE c_deleted;
+
   DELETE e FROM email_retention_ids x STRAIGHT_JOIN email_delivery_events e ON e.attempt_id = x.id;
   DELETE t FROM email_retention_ids x STRAIGHT_JOIN email_attachments t ON t.attempt_id = x.id;
   DELETE p FROM email_retention_ids x STRAIGHT_JOIN email_provider_events p ON p.attempt_id = x.id;

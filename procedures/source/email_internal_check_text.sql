@@ -7,7 +7,7 @@
 -- bare address: at most 320 characters, exactly one @ with text on both sides, no space, comma,
 -- semicolon, quote, parenthesis, backslash or angle bracket. p_kind 'mailbox': a bare address as
 -- above, or a display name and one: `Ann Lee <ann@example.com>`, the name at most 256 characters with
--- no angle bracket, quote or backslash, or wholly in double quotes (`"Lee, Ann" <ann@example.com>`)
+-- no angle bracket, quote, backslash or @ (a name that reads as an address), or wholly in double quotes (`"Lee, Ann" <ann@example.com>`)
 -- to carry a comma or semicolon. NULL passes: callers decide what is required.
 -- Refuses naming p_where and p_field, with 45010 (unsafe_text) for a character the text rules forbid
 -- and 45003 (invalid_address) for an address or mailbox that breaks its rules; writes nothing.
@@ -43,11 +43,13 @@ BEGIN
       ELSEIF v_name REGEXP '[,;]' THEN
         SET v_name = '"';
       END IF;
-      IF CHAR_LENGTH(v_name) > 256 OR v_name REGEXP '[<>"]'
+      -- An @ in the name makes it read as an address: `security@paypal.com <shop@example.com>` shows
+      -- the reader a sender (or recipient) that is not the one the mail goes from (or to).
+      IF CHAR_LENGTH(v_name) > 256 OR v_name REGEXP '[<>"@]'
          OR LOCATE(CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin, v_name) > 0 THEN
         SET v_message = CONCAT(p_where, ': ', p_field,
-          ' display name must be at most 256 characters with no angle bracket, quote or backslash;',
-          ' put one with a comma or semicolon in double quotes');
+          ' display name must be at most 256 characters with no angle bracket, quote, backslash or @',
+          ' (a name must not read as an address); put one with a comma or semicolon in double quotes');
         SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45003, MESSAGE_TEXT = v_message;
       END IF;
     END IF;

@@ -33,6 +33,18 @@ def visible(text: str) -> str:
     return UNSAFE_CHARACTERS.sub(_escape, text)
 
 
+def error_line(code: str | None, message: str | None) -> str | None:
+    """`code: message`, the code alone when there is no message (an erased or expired email), None without a code."""
+    if code is None:
+        return None
+    return f"{code}: {message}" if message else code
+
+
+def tab_separated(fields: Sequence[str]) -> str:
+    """One line of fields separated by real tabs, each field made visible (a tab inside one is escaped)."""
+    return "\t".join(visible(field) for field in fields)
+
+
 def when(value: datetime | None) -> str:
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 

@@ -54,7 +54,8 @@ class InvalidMember(InvalidInput):
 
 class InvalidAddress(InvalidInput):
     """An address, a mailbox (`Name <address>`) or a recipient list breaks the address rules: a
-    required address missing, not one bare address, a display name with a forbidden character, a list
+    required address missing, not one bare address, a display name with a forbidden character (an @
+    among them: a name must not read as an address), a recipient whose local part is not ASCII, a list
     that is not a list of addresses, other than 1 to 50 recipients in all, or a sender (from address,
     allow-list entry) that is not ASCII."""
 
@@ -62,9 +63,10 @@ class InvalidAddress(InvalidInput):
 
 
 class InvalidHeader(InvalidInput):
-    """A custom header of a message: more than 50, a name outside RFC 5322's characters, a name SES or
-    the outbox sets itself, a name given twice (compared case-insensitively), or a value over 998
-    characters."""
+    """A custom header of a message: more than 50, a name outside RFC 5322's characters, a name SES,
+    the outbox or a receiving system sets (Authentication-Results, ARC-*, DKIM-*) or that asks for
+    mail to go elsewhere (Disposition-Notification-To, Return-Receipt-To, Errors-To), a name given
+    twice (compared case-insensitively), or a value over 998 characters."""
 
     errno = 45004
 
@@ -88,6 +90,14 @@ class InvalidClaim(InvalidInput):
     call answers `affected` 0."""
 
     errno = 45007
+
+
+class WrongState(InvalidInput):
+    """The row is not in a state the operation applies to, and the message says why: a redrive of a
+    Failed email whose content is gone (erased, bodies purged, an attachment missing) would send it
+    empty."""
+
+    errno = 45009
 
 
 class UnsafeText(InvalidInput):
@@ -130,6 +140,7 @@ REFUSALS: tuple[type[InvalidInput], ...] = (
     SenderNotAllowed,
     MessageTooLarge,
     InvalidClaim,
+    WrongState,
     UnsafeText,
     ConfigurationSetNotAllowed,
     TenantNotAllowed,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from email_outbox.errors import MessageTooLarge
 from email_outbox.models import EnqueueResult, optional_id
 from email_outbox.tracing.context import current_trace_context
 from email_outbox.tracing.spans import enqueue_span
@@ -106,12 +107,40 @@ class Message:
         return doc
 
     def to_json(self) -> str:
-        return _json(self.document())
+        document = self.document()
+        check_size(document)
+        return _json(document)
 
 
 def _json(document: Mapping[str, Any]) -> str:
     # Raw UTF-8, not \\u escapes: a 4-byte character arrives as itself on every server.
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+# SES's limits as email_enqueue_message applies them (procedures/email_enqueue_message.sql, which
+# refuses the same with 45006), checked here first so a message over them is refused before its bytes
+# cross the network (a 50 MB message took 14 s to upload only to be refused).
+MESSAGE_LIMIT_BYTES = 41_943_040  # bodies and base64 attachments together: SES's 40 MB
+BODY_LIMIT_BYTES = 16_777_215  # each body: the column's 16 MiB
+
+
+def check_size(document: Mapping[str, Any]) -> None:
+    """Raise MessageTooLarge when a message document is over a limit email_enqueue_message enforces."""
+    bodies = [document.get(key) for key in ("text", "html")]
+    body_bytes = [len(b.encode("utf-8")) for b in bodies if isinstance(b, str)]
+    if any(size > BODY_LIMIT_BYTES for size in body_bytes):
+        raise MessageTooLarge("text and html must each be at most 16 MiB")
+    encoded = sum(
+        len(a.get("content_base64") or "")
+        for a in document.get("attachments") or ()
+        if isinstance(a, Mapping) and isinstance(a.get("content_base64"), str)
+    )
+    total = sum(body_bytes) + encoded
+    if total > MESSAGE_LIMIT_BYTES:
+        raise MessageTooLarge(
+            f"the message is {total / 1_048_576:.1f} MiB with its attachments in base64: at most 40 MB"
+            " (SES's limit), bodies and base64 attachments together; nothing was sent to the database"
+        )
 
 
 def enqueue_message(
@@ -122,6 +151,7 @@ def enqueue_message(
     error for SQLSTATE 45000, whose errno is its rule class (email_outbox.errors.REFUSAL_BY_ERRNO) and
     whose message names the member and the rule."""
     fields = message.document() if isinstance(message, Message) else dict(message)
+    check_size(fields)
     with enqueue_span(notification_id) as span:
         if "trace_context" not in fields:
             # The enqueue span's context (the caller's current one without an SDK recording it).

@@ -50,6 +50,16 @@ def optional_id(value: Any) -> int | None:
 
 
 @dataclass(frozen=True)
+class RetentionPreview:
+    """email_retention_preview: what a retention run would delete now."""
+
+    would_delete: int
+    under_a_day_old: int
+    oldest_final_at: datetime | None
+    cutoff: datetime
+
+
+@dataclass(frozen=True)
 class RetentionBatch:
     """One call of email_retention: what it deleted, and whether to call again."""
 

@@ -17,8 +17,8 @@ The control paths are served on the endpoint's port, and on a control port of th
 asked for (`control_port`): a "refused" outage closes the endpoint's port, so only the control port
 can end it.
 
-An outage, in this process (SesEndpoint.outage): `"503"` answers every SendEmail 503
-ServiceUnavailable; `"refused"` stops listening and closes every idle connection, so a client's next
+An outage, in this process (SesEndpoint.outage): `"503"` answers every SendEmail and GetAccount 503
+ServiceUnavailable (the whole endpoint is down; a fault rule fails chosen sends only); `"refused"` stops listening and closes every idle connection, so a client's next
 request meets a refused connection; `None` ends it. `requests_between(start, end)` counts the
 SendEmail requests that reached the endpoint (a refused connection never does).
 
@@ -232,7 +232,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/_control/outage":
             self._json(200, {"kind": state.outage()})
         elif self.path == GET_ACCOUNT_PATH:
-            if "Authorization" not in self.headers:
+            if state.outage() == "503":  # an outage of the endpoint: every call, not only sends
+                self._error(503, "ServiceUnavailable", "Service Unavailable")
+            elif "Authorization" not in self.headers:
                 self._error(403, "AccessDeniedException", "request is not signed")
             elif state.quota.get_account == "deny":
                 self._error(403, "AccessDeniedException", "User is not authorized to perform: ses:GetAccount")

@@ -701,7 +701,7 @@ def test_every_console_connection_has_a_statement_time_limit(
     database.close()
     database.statement_timeout_seconds = 0.3
 
-    def runaway(self: ConsoleReads, count_cap: int) -> Any:
+    def runaway(self: ConsoleReads, count_cap: int, provider_name: str) -> Any:
         return self.select(
             "SELECT COUNT(*) AS n FROM information_schema.COLUMNS a, information_schema.COLUMNS b,"
             " information_schema.COLUMNS c"
@@ -944,7 +944,10 @@ def test_redrive_on_a_failed_email_and_in_bulk(
             assert repo.redrive_failed(repo.get_row(three).notification_id, "bob", "first") == 1
             applied = post(client, "/bulk/apply", form)
             assert applied.status_code == 200
-            assert f"1 done, 1 skipped (not Failed, or SES accepted it or may have): {three}" in applied.text
+            assert (
+                f"1 done, 1 skipped (not Failed, SES accepted it or may have, or its content is gone): {three}"
+                in applied.text
+            )
             assert status_of(repo, two) == "Pending" and last_event(repo, two)[0] == "alice (console)"
     finally:
         made.close()
@@ -959,8 +962,35 @@ def test_overview_shows_the_accounts_send_rate_its_source_and_the_daily_quota_pa
     assert cell is not None
     assert cell.group(1) == "warn"
     assert cell.group(2) == (
-        "send rate 38/s, account 40/s (override); sent in 24 h 10 of 10 (ses); paused: daily quota"
+        "send rate 38/s, account 40/s (override); handed out in 24 h (SES count at the last report,"
+        " plus sends granted since) 10 of 10 (ses); paused: daily quota"
     )
+
+
+def test_an_operator_closes_the_provider_breaker_from_the_overview(
+    server: TestServer, dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
+) -> None:
+    assert repo.breaker_open("ses", "worker-a", "ServiceUnavailable", "503", 3600) == 1
+    with granted_account(server, dsn, "console") as account:
+        made = make_console(account, tmp_path)
+        try:
+            with TestClient(made.app, follow_redirects=False) as client:
+                client.auth = (USER, PASSWORD)
+                assert 'id="breaker-close-form"' in client.get("/").text
+                token = csrf(client)
+                assert post(client, "/breaker/close", {"reason": "green"}).status_code == 403, "CSRF"
+                assert post(client, "/breaker/close", {"csrf_token": token, "reason": " "}).status_code == 400
+                assert repo.breaker_state("ses").state == "open"
+                done = post(
+                    client, "/breaker/close", {"csrf_token": token, "reason": "SES status page green"}
+                )
+                assert done.headers["location"] == "/?done=breaker-closed"
+                page = client.get(done.headers["location"]).text
+                assert "Provider breaker closed" in page and 'id="breaker-close-form"' not in page
+        finally:
+            made.close()
+    state = repo.breaker_state("ses")
+    assert state.state == "closed" and state.changed_by == "alice (console)"
 
 
 def test_overview_names_a_durability_setting_that_can_lose_commits(

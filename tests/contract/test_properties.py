@@ -448,7 +448,12 @@ def test_enqueue_fuzz_stores_byte_exact_or_refuses_with_45000(server: TestServer
         to = f"{local}@{domain}"
         nid = f"{next(counter)}:{nid}"  # unique, so a duplicate never hides a refusal
         before = (_count(repo, "email_delivery_attempts"), _count(repo, "email_delivery_events"))
-        must_refuse = _breaks_text_rule(nid, subject) or _not_one_address(to) or _not_one_address(from_addr)
+        must_refuse = (
+            _breaks_text_rule(nid, subject)
+            or _not_one_address(to)
+            or _non_ascii_local_part(to)
+            or _not_one_address(from_addr)
+        )
         try:
             result = repo.enqueue(nid, to, subject, text_body=text, html_body=html, from_address=from_addr)
         except InvalidInput as exc:
@@ -538,7 +543,10 @@ MESSAGE_MEMBERS = ("from", "to", "cc", "bcc", "reply_to", "subject", "text", "ht
                    "configuration_set", "attachments", "template", "max_attempts", "send_after", "priority",
                    "expires_at")  # fmt: skip
 RESERVED_HEADERS = {"from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "return-path",
-                    "dkim-signature", "reply-to", "sender", "received", "delivered-to"}  # fmt: skip
+                    "dkim-signature", "reply-to", "sender", "received", "delivered-to", "authentication-results",
+                    "received-spf", "domainkey-signature", "disposition-notification-to",
+                    "disposition-notification-options", "return-receipt-to", "errors-to", "x-original-to",
+                    "original-recipient"}  # fmt: skip
 SEND_AFTER = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})"
 )
@@ -679,7 +687,7 @@ send_after = st.one_of(
 UNSAFE_CATEGORIES = ("Cc", "Cf", "Cs", "Zl", "Zp")  # controls, format (bidi) characters, separators
 safe_text = st.text(st.characters(codec="utf-8", exclude_categories=UNSAFE_CATEGORIES), max_size=30)
 safe_name = st.one_of(
-    st.text(st.characters(codec="utf-8", exclude_categories=UNSAFE_CATEGORIES, exclude_characters='<>"\\,;'),
+    st.text(st.characters(codec="utf-8", exclude_categories=UNSAFE_CATEGORIES, exclude_characters='<>"\\,;@'),
             max_size=20),
     st.sampled_from(['"Lee, Ann"', '"Müller; Söhne"', "Zoë 🎉", "🛟", "Ann Lee"]),
 )  # fmt: skip
@@ -879,9 +887,14 @@ def _mailbox_ok(value: Any) -> bool:
             name = name[1:-1]
         elif "," in name or ";" in name:
             return False
-        if len(name) > 256 or any(c in name for c in '<>"\\'):
+        if len(name) > 256 or any(c in name for c in '<>"\\@'):
             return False
     return not _not_one_address(address)
+
+
+def _non_ascii_local_part(address: str) -> bool:
+    """email_internal_check_local_part, restated: a recipient's local part must be ASCII."""
+    return not address.rpartition("@")[0].isascii()
 
 
 def _first_address(doc: dict[str, Any]) -> str | None:
@@ -940,6 +953,8 @@ def _must_refuse(doc: dict[str, Any]) -> bool:
             continue
         if not isinstance(items, list) or len(items) > 50 or not all(map(_mailbox_ok, items)):
             return True
+        if any(_non_ascii_local_part(_split_mailbox(item)[1]) for item in items):
+            return True
         recipients += len(items) if key != "reply_to" else 0
     if not 1 <= recipients <= 50:
         return True
@@ -974,7 +989,7 @@ def _must_refuse(doc: dict[str, Any]) -> bool:
             lower = name.lower()
             if not HEADER_NAME.fullmatch(name) or lower in RESERVED_HEADERS:
                 return True
-            if lower.startswith(("content-", "x-ses-", "resent-")):
+            if lower.startswith(("content-", "x-ses-", "resent-", "arc-", "dkim-")):
                 return True
             if not isinstance(value, str) or len(value) > 998 or _breaks_text_rule(value):
                 return True

@@ -28,7 +28,9 @@ from email_outbox.errors import (
     SenderNotAllowed,
     TenantNotAllowed,
     UnsafeText,
+    WrongState,
 )
+from email_outbox.models import Erasure
 from tests.support.helpers import scalar
 
 
@@ -69,6 +71,11 @@ CASES: list[tuple[type[InvalidInput], Callable[[OutboxRepository], object], str]
     ),
     (InvalidClaim, lambda r: r.claim_batch("tok", "worker-1", 0, 10), "lease_seconds must be 1 to 86400"),
     (
+        WrongState,
+        lambda r: r.redrive_failed("n-erased", "ops", "again"),
+        "cannot be redriven: it was erased",
+    ),
+    (
         UnsafeText,
         lambda r: r.enqueue("n-unsafe", "a@example.com", "line\nbreak", text_body="b"),
         "subject must not contain control characters",
@@ -94,6 +101,16 @@ CASES: list[tuple[type[InvalidInput], Callable[[OutboxRepository], object], str]
 ]
 
 
+def _erased_failed_row(repo: OutboxRepository) -> None:
+    attempt_id = repo.enqueue("n-erased", "gone@example.com", "s", text_body="b").attempt_id
+    assert attempt_id is not None
+    assert repo.erase_address("gone@example.com", "dpo", "request") == Erasure(1, 0, 0, 0)
+
+
+# What a refusal needs to exist first (a row in the state it refuses).
+SETUPS: dict[type[InvalidInput], Callable[[OutboxRepository], None]] = {WrongState: _erased_failed_row}
+
+
 def test_every_class_has_a_case_here() -> None:
     assert [cls for cls, _, _ in CASES] == list(REFUSALS)
 
@@ -102,6 +119,11 @@ def test_every_class_has_a_case_here() -> None:
 def test_the_refusal_reaches_python_as_the_class_of_its_number(
     repo: OutboxRepository, cls: type[InvalidInput], call: Callable[[OutboxRepository], object], rule: str
 ) -> None:
+    SETUPS.get(cls, lambda _repo: None)(repo)
+    rows, events = (
+        scalar(repo, f"SELECT COUNT(*) FROM {t}")
+        for t in ("email_delivery_attempts", "email_delivery_events")
+    )
     with pytest.raises(InvalidInput) as refused:
         call(repo)
     assert type(refused.value) is cls, f"{type(refused.value).__name__}: {refused.value}"
@@ -110,8 +132,8 @@ def test_the_refusal_reaches_python_as_the_class_of_its_number(
     cause = refused.value.__cause__
     assert isinstance(cause, mysql.connector.Error), "the driver's error is chained"
     assert (cause.errno, cause.sqlstate) == (cls.errno, "45000")
-    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts") == 0, "nothing written"
-    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_events") == 0
+    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts") == rows, "nothing written"
+    assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_events") == events
 
 
 def test_the_number_survives_a_callers_transaction_and_its_exit_handler(dsn: DatabaseDsn) -> None:

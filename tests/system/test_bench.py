@@ -80,6 +80,7 @@ def test_tiny_throughput_run_prints_every_figure(tmp_path: Path) -> None:
             "retention.py",
             ("deleted 2,000 of 4,000 rows", "without retention", "with retention", "claim p99 (ms)"),
         ),
+        ("enqueue_cost.py", ("email_enqueue_message of one large message", "server CPU s", "| tiny | 10 |")),
     ],
 )
 def test_tiny_bench_run_prints_its_figures(script: str, figures: tuple[str, ...]) -> None:

@@ -12,7 +12,7 @@ import argparse
 from dataclasses import asdict
 
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
-from email_outbox.display import print_json, visible
+from email_outbox.display import print_json, tab_separated
 
 
 def cmd_configuration_sets(args: argparse.Namespace) -> int:
@@ -22,7 +22,7 @@ def cmd_configuration_sets(args: argparse.Namespace) -> int:
             if args.json:
                 print_json([asdict(s) for s in sets])
             for s in [] if args.json else sets:
-                print(visible(f"{s.name}\t{s.added_at:%Y-%m-%d %H:%M} UTC\t{s.added_by}\t{s.reason}"))
+                print(tab_separated((s.name, f"{s.added_at:%Y-%m-%d %H:%M} UTC", s.added_by, s.reason)))
             return EXIT_OK if sets else EXIT_NOTHING
         if args.action == "add":
             added = repo.configuration_set_add(args.name, args.by, args.reason)

@@ -15,7 +15,7 @@ from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_reposit
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import visible
 from email_outbox.errors import InvalidInput
-from email_outbox.message import Message
+from email_outbox.message import Message, check_size
 from email_outbox.models import EnqueueResult
 
 
@@ -81,6 +81,7 @@ def _enqueue_flags(repo: OutboxRepository, args: argparse.Namespace) -> EnqueueR
     text = _read_body(args.text, args.text_file, "text")
     html = _read_body(args.html, args.html_file, "html")
     send_after = _utc(args.send_after, "--send-after")
+    check_size({"text": text, "html": html})
     if args.priority is None and args.expires_at is None and args.tenant is None:
         return repo.enqueue(
             args.notification_id,
@@ -113,7 +114,10 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         if args.json_file is not None:
             if any(getattr(args, k) is not None for k in _FLAG_KEYS):
                 raise InvalidInput("--json takes the whole email; do not mix it with the other flags")
-            for notification_id, document in _json_documents(args.json_file):
+            documents = _json_documents(args.json_file)
+            for _, document in documents:
+                check_size(document)  # every item before the first is sent
+            for notification_id, document in documents:
                 message = json.dumps(document, ensure_ascii=False)
                 results.append((notification_id, repo.enqueue_message(notification_id, message)))
         else:

@@ -18,7 +18,7 @@ from email_outbox.cli.common import (
     parse_since,
 )
 from email_outbox.db.tenant_calls import TenantStats
-from email_outbox.display import age, print_json, short, table, visible, when
+from email_outbox.display import age, error_line, print_json, short, table, visible, when
 from email_outbox.errors import AccessDenied, InvalidInput
 from email_outbox.models import (
     DeliveryEvent,
@@ -231,9 +231,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                         short(r.tenant, 24),
                         r.priority,
                         f"{r.attempt_count}/{r.max_attempts}",
-                        short(
-                            f"{r.last_error_code}: {r.last_error_message}" if r.last_error_code else None, 50
-                        ),
+                        short(error_line(r.last_error_code, r.last_error_message), 50),
                         r.claimed_by or "-",
                         when(r.created_at),
                         when(r.updated_at),

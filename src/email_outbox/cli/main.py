@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from email_outbox.cli import actions as actions_cli
+from email_outbox.cli import breaker as breaker_cli
 from email_outbox.cli import changes as changes_cli
 from email_outbox.cli import configuration_sets as configuration_sets_cli
 from email_outbox.cli import console as console_cli
@@ -39,7 +41,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     dsn = dsn_from(args)
     print(f"migrating {dsn.redacted()}")
     report = migrate(dsn, lock_timeout=args.lock_timeout, progress=lambda line: print(line, flush=True))
-    for line in report.lines():
+    for line in report.lines(verbose=args.verbose):
         print(line)
     return EXIT_OK
 
@@ -81,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("migrate", help="apply schema migrations and install procedures/")
     add_dsn(p)
     p.add_argument("--lock-timeout", type=int, default=120, help="seconds to wait for another migrator")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="name every migration and procedure installed"
+    )
     p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("worker", help="deliver emails: claim, send through SES, finalize")
@@ -98,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     inspect_cli.register(sub)
     actions_cli.register(sub)
+    breaker_cli.register(sub)
     enqueue_cli.register(sub)
     grant_cli.register(sub)
     senders_cli.register(sub)
@@ -123,3 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidInput)) else EXIT_NOTHING
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (`list | head`): what it read is what it wanted. Python would
+        # report the pipe again when it flushes stdout at exit, so stdout goes to /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK

@@ -39,9 +39,32 @@ def _batch(repo: OutboxRepository, args: argparse.Namespace) -> tuple[RetentionB
     raise AssertionError("unreachable")
 
 
+def _preview(repo: OutboxRepository, args: argparse.Namespace) -> int:
+    preview = repo.retention_preview(args.older_than_days)
+    oldest = (
+        f"; the oldest changed {preview.oldest_final_at:%Y-%m-%d %H:%M:%S} UTC"
+        if preview.oldest_final_at
+        else ""
+    )
+    print(
+        f"would delete {preview.would_delete} emails last changed before {preview.cutoff:%Y-%m-%d %H:%M:%S} UTC"
+        f" ({preview.under_a_day_old} of them less than a day old){oldest}; nothing deleted (--dry-run)"
+    )
+    return EXIT_OK
+
+
 def cmd_retention(args: argparse.Namespace) -> int:
     if not 1 <= args.batch_size <= 1000:
         raise InvalidInput("--batch-size must be 1 to 1000")
+    if args.older_than_days < 1 and not (args.dry_run or args.including_recent):
+        # 0 deletes every Sent and Failed email, seconds-old ones included: a typo for 30 must not.
+        raise InvalidInput(
+            "--older-than-days under 1 deletes emails finished seconds ago: look first with --dry-run,"
+            " then say --including-recent"
+        )
+    if args.dry_run:
+        with open_repository(args) as repo:
+            return _preview(repo, args)
     started = time.monotonic()
     deleted = expired = batches = retried = 0
     with open_repository(args) as repo:
@@ -94,7 +117,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         default=None,
         help="a deleted email's notification id stays a duplicate this long after its final transition"
-        " (default 400, at least --older-than-days)",
+        " (default 400; at least --older-than-days, and at least 30)",
     )
     p.add_argument("--batch-size", type=int, default=1000, help="rows per transaction (1 to 1000)")
     p.add_argument(
@@ -104,6 +127,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"sleep between batches, to leave the server room (default {DEFAULT_PAUSE_MS}; 0: none)",
     )
     p.add_argument("--by", required=True, help="your name (or the job's), written to email_retention_runs")
+    p.add_argument("--dry-run", action="store_true", help="count what would be deleted; delete nothing")
+    p.add_argument(
+        "--including-recent",
+        action="store_true",
+        help="allow --older-than-days 0 (every finished email, seconds-old ones included)",
+    )
     p.set_defaults(func=cmd_retention)
 
     p = sub.add_parser("erase", help="remove one address from every outbox table (it stays suppressed)")

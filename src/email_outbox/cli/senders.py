@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from email_outbox.cli.common import EXIT_NOTHING, EXIT_OK, add_dsn, open_repository
 from email_outbox.db.repository import OutboxRepository
-from email_outbox.display import print_json, visible
+from email_outbox.display import print_json, tab_separated, visible
 
 
 def cmd_senders(args: argparse.Namespace) -> int:
@@ -36,11 +36,8 @@ def _list(repo: OutboxRepository, *, as_json: bool) -> int:
     if as_json:
         print_json([asdict(s) for s in senders])
     for s in [] if as_json else senders:
-        print(
-            visible(
-                f"{s.sender}\t{s.account or '*'}\t{s.added_at:%Y-%m-%d %H:%M} UTC\t{s.added_by}\t{s.reason}"
-            )
-        )
+        fields = (s.sender, s.account or "*", f"{s.added_at:%Y-%m-%d %H:%M} UTC", s.added_by, s.reason)
+        print(tab_separated(fields))
     return EXIT_OK if senders else EXIT_NOTHING
 
 

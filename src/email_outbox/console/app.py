@@ -63,6 +63,10 @@ class ConsoleSettings:
     def can_cancel(self) -> bool:
         return self.database.can_cancel and not self.read_only
 
+    @property
+    def can_close_breaker(self) -> bool:
+        return self.database.can_close_breaker and not self.read_only
+
 
 # At most this many scrypt checks at once (128 MiB each), however many requests arrive.
 MAX_PASSWORD_CHECKS = 2
@@ -218,6 +222,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/emails/{attempt_id:int}/resolve", views.resolve, methods=["POST"]),
         Route("/emails/{attempt_id:int}/redrive", views.redrive, methods=["POST"]),
         Route("/emails/{attempt_id:int}/cancel", views.cancel, methods=["POST"]),
+        Route("/breaker/close", views.close_breaker, methods=["POST"]),
         Route("/bulk", bulk.bulk_form),
         Route("/bulk/preview", bulk.bulk_preview, methods=["POST"]),
         Route("/bulk/apply", bulk.bulk_apply, methods=["POST"]),

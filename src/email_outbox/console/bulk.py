@@ -26,7 +26,7 @@ from email_outbox.console.views import (
     with_db,
 )
 from email_outbox.db.console_reads import ConsoleReads
-from email_outbox.errors import InvalidInput, OutboxError
+from email_outbox.errors import InvalidInput, OutboxError, WrongState
 from email_outbox.models import Status
 from email_outbox.operator_text import REQUEUE_WARNING, parse_duration
 
@@ -134,7 +134,10 @@ async def bulk_apply(request: Request) -> Response:
                 if action == "requeue":
                     affected = r.requeue(attempt_id, who, reason)
                 elif action == "redrive":
-                    affected = r.redrive(attempt_id, who, reason)
+                    try:
+                        affected = r.redrive(attempt_id, who, reason)
+                    except WrongState:  # its content is gone (erased, purged): skipped, as the batch does
+                        affected = 0
                 else:
                     affected = r.resolve(attempt_id, action.split("-", 1)[1], who, reason, None)
                 results.append((attempt_id, bool(affected)))
@@ -155,7 +158,7 @@ async def bulk_apply(request: Request) -> Response:
         done=done,
         skipped=skipped,
         total=len(ids),
-        skipped_why="not Failed, or SES accepted it or may have"
+        skipped_why="not Failed, SES accepted it or may have, or its content is gone"
         if action == "redrive"
         else "no longer UnknownOutcome",
     )

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from email_outbox.db.console_reads import ConsoleReads, cursor_of
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
-from email_outbox.schema.grants import CONSOLE_ACTIONS, CONSOLE_CANCEL
+from email_outbox.schema.grants import CONSOLE_ACTIONS, CONSOLE_BREAKER_CLOSE, CONSOLE_CANCEL
 
 # An idle connection older than this is pinged before it is lent again.
 IDLE_CHECK_SECONDS = 30.0
@@ -27,6 +27,7 @@ class ConsoleDatabase:
         self.tables: set[str] = set()
         self.can_act = False
         self.can_cancel = False
+        self.can_close_breaker = False
         self.flavour = "unknown"
 
     def start(self) -> None:
@@ -36,6 +37,7 @@ class ConsoleDatabase:
             installed = reads.repo.installed_procedures()
             self.can_act = set(CONSOLE_ACTIONS) <= installed
             self.can_cancel = CONSOLE_CANCEL in installed
+            self.can_close_breaker = CONSOLE_BREAKER_CLOSE in installed
 
     def _open(self) -> OutboxRepository:
         repo = OutboxRepository.open(self.dsn)

@@ -41,6 +41,8 @@ NOTICES = {
     "redriven": "Redriven: Failed -> Pending with a fresh attempt budget. A worker will send it.",
     "not-redriven": "Nothing changed: the email is not Failed, or SES accepted it or may have (a MessageId, an"
     " accepting SES event, an earlier UnknownOutcome). A redrive never sends an email twice.",
+    "breaker-closed": "Provider breaker closed: every worker sends again at its next claim.",
+    "breaker-was-closed": "Nothing changed: the provider breaker was not open.",
 }
 
 
@@ -69,6 +71,7 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
         csrf_token=settings.csrf.token(user),
         can_act=settings.can_act,
         can_cancel=settings.can_cancel,
+        can_close_breaker=settings.can_close_breaker,
         statuses=[s.value for s in Status],
         flavour=settings.database.flavour,
     )
@@ -127,7 +130,8 @@ async def _render_overview(request: Request, template: str) -> Response:
         )
     except OutboxError as exc:
         return problem(request, exc)
-    return render(request, template, o=data, chart=_chart(data))
+    notice = NOTICES.get(request.query_params.get("done", ""))
+    return render(request, template, o=data, chart=_chart(data), notice=notice)
 
 
 async def overview(request: Request) -> Response:
@@ -313,6 +317,28 @@ async def cancel(request: Request) -> Response:
     return await _reasoned_action(
         request, "cancelled", ("cancelled", "not-cancelled"), ConsoleReads.cancel, _refuse_cancel
     )
+
+
+async def close_breaker(request: Request) -> Response:
+    """Close the provider breaker for every worker now (email_breaker_close), logged with the signed-in
+    user and the reason: an operator who knows SES is back does not wait for the next probe."""
+    if not request.app.state.settings.can_close_breaker:
+        return render(
+            request,
+            "message.html",
+            status_code=403,
+            title="Read-only",
+            message="this console may not close the breaker: read-only, or its account lacks email_breaker_close",
+        )
+    form = await request.form()
+    try:
+        reason = reason_from(form)
+        who = actor(request)
+        closed = await with_db(request, lambda r: r.close_breaker(PROVIDER, who, reason))
+    except OutboxError as exc:
+        return problem(request, exc)
+    log.info("provider breaker %s by %s", "closed" if closed else "already closed", who)
+    return RedirectResponse(f"/?done={'breaker-closed' if closed else 'breaker-was-closed'}", status_code=303)
 
 
 def _back(attempt_id: int, done: str) -> RedirectResponse:

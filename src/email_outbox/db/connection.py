@@ -208,8 +208,10 @@ def translate_error(exc: Exception) -> OutboxError:
         return InvalidInput(message)
     if errno == ER_NET_PACKET_TOO_LARGE:
         return InvalidInput(
-            f"{message}: the call is larger than the server's max_allowed_packet; raise it above your largest"
-            " message (a 40 MB message with base64 attachments needs about 64 MB)"
+            f"{message}: the database server refused the call because it is larger than the server's"
+            " max_allowed_packet setting (a database setting, not SES's limit: the message itself is within"
+            " SES's 40 MB); raise max_allowed_packet above your largest message (a 40 MB message with base64"
+            " attachments needs about 64 MB)"
         )
     if errno == ER_OPTION_PREVENTS_STATEMENT and "read-only" in message:
         return ReadOnlyServer(f"the server is read-only (a replica?): send writes to the primary ({message})")

@@ -385,6 +385,12 @@ class ConsoleReads:
             lambda: self.repo.resolve_unknown_outcome(attempt_id, outcome, actor, reason, message_id)
         )
 
+    def close_breaker(self, provider_name: str, actor: str, reason: str) -> int:
+        """email_breaker_close: 1 when the provider breaker was open or half open and is closed now."""
+        return self._retrying(
+            lambda: self.repo.breaker_close(provider_name, actor, f"closed by an operator: {reason}")
+        )
+
     def redrive(self, attempt_id: int, actor: str, reason: str) -> int:
         """email_redrive_failed for this email: 0 unless it is Failed and SES never accepted it."""
         rows = self.select("SELECT notification_id FROM email_delivery_attempts WHERE id = %s", (attempt_id,))

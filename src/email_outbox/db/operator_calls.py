@@ -15,6 +15,7 @@ from email_outbox.models import (
     Erasure,
     RedriveBatch,
     RetentionBatch,
+    RetentionPreview,
     RetentionRuns,
     Status,
     StatusCount,
@@ -213,6 +214,13 @@ class OperatorCalls(Calls):
             "email_purge_bodies_after", older_than_days=older_than_days, after_id=after_id, limit=limit
         )[0]
         return int(row["affected"]), int(row["last_id"])
+
+    def retention_preview(self, older_than_days: int) -> RetentionPreview:
+        """email_retention_preview: what a retention run with this age would delete now; changes nothing."""
+        row = self._call("email_retention_preview", older_than_days=older_than_days)[0]
+        return RetentionPreview(
+            int(row["would_delete"]), int(row["under_a_day_old"]), row["oldest_final_at"], row["cutoff"]
+        )
 
     def retention_last_run(self) -> RetentionRuns:
         """email_retention_last_run: when retention last finished and last started."""

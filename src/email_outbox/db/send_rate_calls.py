@@ -62,7 +62,10 @@ class SendRateStatus:
             if self.daily_quota is not None
             else f"{self.daily_used} (no daily quota)"
         )
-        line = f"send rate {rate}, account {self.account_rate:g}/s ({self.rate_source}); sent in 24 h {daily}"
+        line = (
+            f"send rate {rate}, account {self.account_rate:g}/s ({self.rate_source});"
+            f" handed out in 24 h (SES count at the last report, plus sends granted since) {daily}"
+        )
         return f"{line}; paused: {self.paused}" if self.paused else line
 
 

@@ -66,7 +66,7 @@ WORKER_PROCEDURES = (
 # `email-outbox retention` and `erase` (a scheduler's account, or a DBA's): deletes old emails and
 # erases an address. Operators have both too; the enqueuer, worker, events, viewer and console roles
 # have neither.
-MAINTENANCE_PROCEDURES = ("email_retention", "email_erase_address")
+MAINTENANCE_PROCEDURES = ("email_retention", "email_retention_preview", "email_erase_address")
 
 OPERATOR_PROCEDURES = (
     "email_requeue_unknown_outcome",
@@ -107,6 +107,9 @@ OPERATOR_PROCEDURES = (
     "email_redrive_failed",
     "email_redrive_failed_batch",
     "email_breaker_state",
+    # `email-outbox breaker close`: a breaker a worker opened (or a replica's account opened on purpose)
+    # is closed by a person at once, not after the next probe.
+    "email_breaker_close",
     "email_unsent_failure_stats",
     "email_retention_last_run",
     # The send rate and daily quota of `status` and the console.
@@ -160,7 +163,10 @@ CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outco
 # The console's cancel action on Pending and Retrying emails. Apart from CONSOLE_ACTIONS: a console
 # account granted before it existed keeps its other actions, and offers cancel once granted again.
 CONSOLE_CANCEL = "email_cancel_email"
-CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS, CONSOLE_CANCEL)
+# The overview's "close the provider breaker" (an operator ends an outage hold at once). Apart for the
+# same reason: a console granted before it keeps its other actions.
+CONSOLE_BREAKER_CLOSE = "email_breaker_close"
+CONSOLE_PROCEDURES = (*VIEWER_PROCEDURES, *CONSOLE_ACTIONS, CONSOLE_CANCEL, CONSOLE_BREAKER_CLOSE)
 
 ROLES: dict[str, tuple[str, ...]] = {
     "enqueuer": ENQUEUER_PROCEDURES,

@@ -62,12 +62,27 @@ class MigrateReport:
     drift_after: DriftReport = field(default_factory=DriftReport)
     durability: list[DurabilityRisk] = field(default_factory=list)
 
-    def lines(self) -> list[str]:
-        out = [f"applied migration {m}" for m in self.applied] or ["schema up to date"]
-        out += [f"installed procedure {p}" for p in self.procedures_installed] or ["procedures up to date"]
+    def lines(self, *, verbose: bool = False) -> list[str]:
+        """A summary; with `verbose`, every migration applied and every procedure installed."""
+        if verbose:
+            out = [f"applied migration {m}" for m in self.applied] or ["schema up to date"]
+            out += [f"installed procedure {p}" for p in self.procedures_installed] or [
+                "procedures up to date"
+            ]
+        else:
+            out = [self._applied_summary()]
+            count = len(self.procedures_installed)
+            out.append(f"{count} procedures installed (-v lists them)" if count else "procedures up to date")
         out.append(self.drift_after.describe())
         out += [f"WARNING: {WARNING_PREFIX}: {r.describe()}" for r in self.durability]
         return out
+
+    def _applied_summary(self) -> str:
+        if not self.applied:
+            return "schema up to date"
+        if len(self.applied) == 1:
+            return f"applied migration {self.applied[0]}"
+        return f"applied migration {self.applied[0]} and {len(self.applied) - 1} more, to {self.applied[-1]}"
 
 
 def _backend(dsn: DatabaseDsn) -> Any:

@@ -16,6 +16,7 @@ from email.utils import formataddr
 from typing import Any, cast
 
 import boto3
+import idna
 from botocore.config import Config
 
 from email_outbox.models import Attachment, ClaimedEmail
@@ -57,7 +58,7 @@ def build_request(
         for key, member in (("ToAddresses", "to"), ("CcAddresses", "cc"), ("BccAddresses", "bcc"))
     }
     if not options:
-        destination["ToAddresses"] = [email.to_address]
+        destination["ToAddresses"] = [encode_mailbox(email.to_address)]
     headers = [{"Name": k, "Value": v} for k, v in (options.get("headers") or {}).items()]
     attachments = [_attachment(a) for a in email.attachments or ()]
     template = options.get("template")
@@ -100,10 +101,23 @@ def build_request(
 
 
 def encode_mailbox(mailbox: str) -> str:
-    """`Name <address>` as it goes on the wire: a non-ASCII name as an RFC 2047 encoded word (SES wants
-    that), a name with specials quoted; a bare address as it is."""
+    """`Name <address>` as it goes on the wire: a non-ASCII name as an RFC 2047 encoded word and a
+    non-ASCII domain in Punycode (SES takes a 7-bit address and no SMTPUTF8), a name with specials
+    quoted; a bare address with only its domain encoded."""
     name, address = split_mailbox(mailbox)
+    address = ascii_domain(address)
     return formataddr((name, address), charset="utf-8") if name else address
+
+
+def ascii_domain(address: str) -> str:
+    """The address with a Unicode domain in its IDNA 2008 (UTS 46) Punycode form: `ann@exämple.com` ->
+    `ann@xn--exmple-cua.com`. The local part stays as it is: the database refuses a non-ASCII one at
+    enqueue (email_internal_check_local_part), so one here is a row from before that rule and fails
+    the build (MessageNotBuildable) rather than reach SES mangled."""
+    local, _, domain = address.rpartition("@")
+    if domain.isascii():
+        return address
+    return f"{local}@{idna.encode(domain, uts46=True).decode('ascii')}"
 
 
 def split_mailbox(mailbox: str) -> tuple[str, str]:

@@ -5,8 +5,13 @@ The rule (docs/design.md, "Provider outages"): the breaker opens when `breaker_f
 failures (5xx, connection refused, DNS, a TLS certificate refused in the handshake, a connect timeout:
 Outcome.TRANSIENT, every one a request SES never accepted) follow one another on this replica with no
 accepted send and no definite refusal between them, among at least `breaker_distinct_emails` different
-emails, all within `breaker_window_seconds`. One email that fails on its own while others go through
-never opens it, and uses its attempts as before.
+emails, all within `breaker_window_seconds`, and the provider does not answer a health check either
+(SES's GetAccount, asked when the rule is met, its answer trusted for `breaker_window_seconds`). When
+GetAccount answers, SES is up and the failures are the emails' own (SES answers a 500 for those
+messages every time, as it did for six emails in a review): they use their attempts at their own
+backoff and nothing else waits. One email that fails on its own while others go through never opens
+it either. A replica without a health check (no GetAccount permission: it answers AccessDenied, which
+reads as no answer) opens on the rule alone, as before.
 
 The state is shared in the database (email_breaker_* procedures): every replica reads it at most once a
 second before it claims, so a replica that starts during an outage does not hammer SES either. While it
@@ -34,7 +39,7 @@ from email_outbox.ses import PROVIDER
 from email_outbox.ses.classify import Decision, Outcome
 from email_outbox.worker.actions import Action, Step, release_unsent
 from email_outbox.worker.claim import Claim
-from email_outbox.worker.config import WorkerConfig
+from email_outbox.worker.config import PROBE_DELAY_LIMIT_SECONDS, WorkerConfig
 from email_outbox.worker.database import DatabaseCalls
 from email_outbox.worker.stats import WorkerStats
 
@@ -65,8 +70,13 @@ class Breaker:
         stats: WorkerStats,
         rng: random.Random,
         clock: Callable[[], float] = time.monotonic,
+        provider_answers: Callable[[], bool] | None = None,
     ) -> None:
+        """`provider_answers` is the health check: True when SES answers a call that sends nothing
+        (GetAccount). None: no check, the rule alone opens the breaker."""
         self._config = config
+        self._provider_answers = provider_answers
+        self._answered_at: float | None = None  # when the health check last answered
         self._database = database
         self._stats = stats
         self._rng = rng
@@ -153,6 +163,8 @@ class Breaker:
                     self._run.popleft()
             down = self._state != "closed"
             tripped = outcome is Outcome.TRANSIENT and not down and self._tripped()
+        if tripped and self._provider_is_up():
+            tripped = False
         if outcome in ANSWERS and (down or was_probe):
             self._close(claim, decision)
         elif (outcome is Outcome.TRANSIENT or outcome is Outcome.AMBIGUOUS) and was_probe:
@@ -163,6 +175,30 @@ class Breaker:
             self._stats.add("breaker", "released")
             return release_unsent(f"{HELD_REASON} ({decision.error_code})")
         return action
+
+    def _provider_is_up(self) -> bool:
+        """Asked when the rule is met, outside the lock (a network call): whether SES answers a call
+        that sends nothing. If it does, the run of failures is the emails' own and starts again."""
+        if self._provider_answers is None:
+            return False
+        now = self._clock()
+        fresh = (
+            self._answered_at is not None and now - self._answered_at < self._config.breaker_window_seconds
+        )
+        if not fresh:
+            if not self._provider_answers():
+                return False
+            self._answered_at = now
+        with self._lock:
+            failures, emails = len(self._run), len({email for _, email in self._run})
+            self._run.clear()
+        self._stats.add("breaker", "own_failures")
+        # They use their attempts and the breaker stays closed.
+        log.warning(
+            "transient SES failures while SES answers GetAccount: the failures are the emails' own",
+            extra={"failures": failures, "emails": emails},
+        )
+        return True
 
     def _tripped(self) -> bool:
         """Called with the lock held: the rule of the module docstring."""
@@ -225,7 +261,9 @@ class Breaker:
 
     def _open(self, decision: Decision, why: str) -> None:
         base = self._config.breaker_probe_seconds
-        after = max(1, round(base * (1 + self._rng.uniform(0, PROBE_JITTER_SHARE))))
+        after = min(
+            PROBE_DELAY_LIMIT_SECONDS, max(1, round(base * (1 + self._rng.uniform(0, PROBE_JITTER_SHARE))))
+        )
         with self._lock:
             self._state = "open"
             self._stats.breaker_state = "open"

@@ -23,6 +23,14 @@ def _meta(env: str, parse: Any, help: str) -> dict[str, Any]:
     return {"env": env, "parse": parse, "help": help}
 
 
+# The most a worker may report for the whole account (email_send_rate_report refuses more): one
+# replica's account must not be able to unpace every replica, nor stop them with a quota of 0.
+ACCOUNT_RATE_LIMIT = 10_000
+DAILY_QUOTA_LIMIT = 1_000_000_000
+# The longest email_breaker_open lets one replica hold every replica before the next probe.
+PROBE_DELAY_LIMIT_SECONDS = 3600
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     dsn: DatabaseDsn = field(
@@ -322,12 +330,12 @@ def validate(c: WorkerConfig) -> None:
     _check(0 < c.poll_interval <= 3600, f"{env_name('poll_interval')} must be above 0 and at most 3600")
     _check(c.max_send_rate is None or c.max_send_rate > 0, f"{env_name('max_send_rate')} must be above 0")
     _check(
-        c.account_send_rate is None or 0 < c.account_send_rate <= 1000000,
-        f"{env_name('account_send_rate')} must be above 0 and at most 1000000",
+        c.account_send_rate is None or 0 < c.account_send_rate <= ACCOUNT_RATE_LIMIT,
+        f"{env_name('account_send_rate')} must be above 0 and at most {ACCOUNT_RATE_LIMIT}",
     )
     _check(
-        c.account_daily_quota is None or 0 <= c.account_daily_quota <= 10**12,
-        f"{env_name('account_daily_quota')} must be 0 to 1000000000000",
+        c.account_daily_quota is None or 1 <= c.account_daily_quota <= DAILY_QUOTA_LIMIT,
+        f"{env_name('account_daily_quota')} must be 1 to {DAILY_QUOTA_LIMIT}",
     )
     _check(1 <= c.account_refresh_seconds <= 3600, f"{env_name('account_refresh_seconds')} must be 1 to 3600")
     _check(c.retry_base_seconds > 0, f"{env_name('retry_base_seconds')} must be above 0")

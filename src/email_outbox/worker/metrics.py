@@ -186,7 +186,8 @@ def _breaker_metrics(
         "email_outbox_provider_breaker_events",
         "This replica's breaker events: opened, closed, probes (sends made as a probe), probes_failed, held (claimed rows"
         " given back unsent while the provider was down), released (transient failures given back"
-        " without using an attempt)",
+        " without using an attempt), own_failures (the rule was met but SES answered GetAccount: the"
+        " failures were left to the emails' own attempts)",
         "event",
         events,
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import OutboxError
-from email_outbox.ses.account import AccountQuota, AccountReader, SesAccount
+from email_outbox.ses.account import AccountQuota, AccountReader, AccountUnreadable, SesAccount
 from email_outbox.ses.sender import make_client
 from email_outbox.version import PACKAGE_VERSION
 from email_outbox.worker.actions import DelayPolicy
@@ -80,9 +80,10 @@ class Worker:
             give_up=lambda: self._signals >= 2,
         )
         self.slots = Slots(config.concurrency, self.stats)
-        self.shared_rate = SharedRate(config, self.database, self.stats, account or _LazyAccount(config))
+        account = account or _LazyAccount(config)
+        self.shared_rate = SharedRate(config, self.database, self.stats, account)
         self.pacer = Pacer(config, self.stats, self.shared_rate)
-        self.breaker = Breaker(config, self.database, self.stats, rng)
+        self.breaker = Breaker(config, self.database, self.stats, rng, provider_answers=_answers(account))
         self._finalizes = self.database.taking_turns()
         finalizer = Finalizer(self._finalizes, self.stats, lambda: self.slots.taken)
         self._reserver = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reserve")
@@ -214,6 +215,19 @@ class Worker:
         if self.slots.taken == 0:  # else a send still running may lead a finalize on it: exit closes it
             self._finalizes.drop()
         self.database.drop()
+
+
+def _answers(account: AccountReader) -> Callable[[], bool]:
+    """The breaker's health check: SES answered GetAccount (a call that sends nothing)."""
+
+    def check() -> bool:
+        try:
+            account.read()
+        except AccountUnreadable:
+            return False
+        return True
+
+    return check
 
 
 class _LazyAccount:

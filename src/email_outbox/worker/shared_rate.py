@@ -23,7 +23,7 @@ from collections.abc import Callable
 from email_outbox.db.send_rate_calls import PAUSED_DAILY_QUOTA, RateSlice
 from email_outbox.errors import DatabaseUnavailable, SchemaNotInstalled, TransientDatabaseError
 from email_outbox.ses.account import AccountQuota, AccountReader, AccountUnreadable
-from email_outbox.worker.config import WorkerConfig
+from email_outbox.worker.config import ACCOUNT_RATE_LIMIT, DAILY_QUOTA_LIMIT, WorkerConfig
 from email_outbox.worker.database import DatabaseCalls
 from email_outbox.worker.stats import WorkerStats
 
@@ -216,14 +216,17 @@ class SharedRate:
         if config.account_send_rate is not None:
             rate, rate_source = config.account_send_rate, "override"
         elif quota is not None:
-            rate, rate_source = quota.max_send_rate, "ses"
+            rate, rate_source = min(quota.max_send_rate, ACCOUNT_RATE_LIMIT), "ses"
         else:
             rate, rate_source = DEFAULT_SEND_RATE, "default"
         daily: int | None
         if config.account_daily_quota is not None:
             daily, daily_source = config.account_daily_quota, "override"
         elif quota is not None:
-            daily, daily_source = quota.max_24_hour_send, "ses"
+            # An answer of 0 (an account SES paused) is kept as 1: the procedure refuses 0.
+            ses_daily = quota.max_24_hour_send
+            daily = None if ses_daily is None else min(max(ses_daily, 1), DAILY_QUOTA_LIMIT)
+            daily_source = "ses"
         else:
             daily, daily_source = DEFAULT_DAILY_QUOTA, "default"
         try:

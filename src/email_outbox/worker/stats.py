@@ -81,7 +81,8 @@ class WorkerStats:
     tenant_outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     finalize: Counter[str] = field(default_factory=Counter)
     db_errors: Counter[str] = field(default_factory=Counter)
-    # The provider breaker (email_outbox.worker.breaker): opened, closed, probes, held, released.
+    # The provider breaker (email_outbox.worker.breaker): opened, closed, probes, held, released,
+    # own_failures.
     breaker: Counter[str] = field(default_factory=Counter)
     breaker_state: str = "closed"
     breaker_down_since: datetime | None = None
