@@ -154,3 +154,16 @@ def test_the_per_row_claim_holds_a_paused_or_guarded_tenants_rows_too(repo: Outb
         (held, low),
     )
     assert waiting == 2
+
+
+def test_claims_of_one_row_keep_the_weights(repo: OutboxRepository) -> None:
+    """A worker with one free slot claims one row at a time: a tenant left out of a claim keeps its
+    place, so one-row claims share 3:1 as batches do."""
+    heavy = add_tenant(repo, "heavy", weight=3)
+    light = add_tenant(repo, "light", weight=1)
+    enqueue_for(repo, heavy, 30, "h")
+    enqueue_for(repo, light, 30, "l")
+    shares: Counter[str | None] = Counter()
+    for _ in range(20):
+        shares.update(claim_tenants(repo, 1))
+    assert shares == {"heavy": 15, "light": 5}
