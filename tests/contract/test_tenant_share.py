@@ -134,6 +134,28 @@ def test_the_reputation_guard_holds_rows_below_its_priority(repo: OutboxReposito
     assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'") == len(low)
 
 
+def test_the_per_row_claim_holds_a_paused_or_guarded_tenants_rows_too(repo: OutboxRepository) -> None:
+    paused = add_tenant(repo, "paused", paused_reason="ses-sending-paused")
+    guarded = add_tenant(repo, "guarded", guard_below_priority=7)
+    free = add_tenant(repo, "free")
+    [held] = enqueue_for(repo, paused, 1, "p")
+    [low] = enqueue_for(repo, guarded, 1, "low", priority=5)
+    [high] = enqueue_for(repo, guarded, 1, "high", priority=7)
+    [other] = enqueue_for(repo, free, 1, "f")
+    assert {c.id for c in repo.claimable_candidates(10)} == {high, other}
+    assert repo.try_claim(held, token(), "w", 60) == 0, "a paused tenant's row is never claimed"
+    assert repo.try_claim(low, token(), "w", 60) == 0, "the guard holds the rows below its priority"
+    assert repo.try_claim(high, token(), "w", 60) == 1
+    assert repo.try_claim(other, token(), "w", 60) == 1
+    waiting = scalar(
+        repo,
+        "SELECT COUNT(*) FROM email_delivery_attempts WHERE id IN (%s, %s)"
+        " AND status = 'Pending' AND attempt_count = 0",
+        (held, low),
+    )
+    assert waiting == 2
+
+
 def test_claims_of_one_row_keep_the_weights(repo: OutboxRepository) -> None:
     """A worker with one free slot claims one row at a time: a tenant left out of a claim keeps its
     place, so one-row claims share 3:1 as batches do."""

@@ -129,7 +129,7 @@ BEGIN
            c.raw_pass = t.pass,
            c.start_pass = GREATEST(t.pass, v_clock),
            c.next_tag = GREATEST(t.pass, v_clock) + 1 / t.weight,
-           c.max_rank = IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority),
+           c.max_rank = {{>tenant_max_rank | tenant = t}},
            c.send_rate = t.send_rate,
            c.rate_start = IF(t.send_rate IS NULL, NULL,
                              GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
