@@ -8,8 +8,9 @@ endpoint's URL, how to run a worker against them and how to inject each fault. S
 the endpoint and the server and exits 0.
 
 The secrets go in files only their owner may read, in the state directory: the DSN (`dsn`, for
---dsn-file and EMAIL_OUTBOX_DSN_FILE) and the control API's bearer token (`ses-control-token`, and
-`ses-control.header` for curl -H @FILE). The commands printed read those files, so no password or
+--dsn-file and EMAIL_OUTBOX_DSN_FILE), the control API's bearer token (`ses-control-token`, and
+`ses-control.header` for curl -H @FILE), and the password the first run gives the server's root
+(`db/root-password`; remove `db/` to start from nothing). The commands printed read those files, so no password or
 token sits in a process's argv; the DSN and the token are printed once, for a person at the terminal.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 import mysql.connector
 
 from email_outbox.db.dsn import DSN_FILE_ENV, DatabaseDsn
-from email_outbox.schema.grants import ROLES, Account, apply_grants
+from email_outbox.schema.grants import ER_CANNOT_USER, ROLES, Account, apply_grants
 from email_outbox_devtools.dbserver import PrivateServer
 from email_outbox_devtools.localdb import LOCAL_SENDER_DOMAIN, migrate_for_local_use
 from email_outbox_devtools.ses_endpoint import FAULT_KINDS, SesEndpoint, write_secret
@@ -37,11 +38,38 @@ DATABASE = "email_outbox_dev"
 DEV_ACCOUNT = Account("email_outbox_dev", "127.0.0.1")
 
 
+def root_password_file(base: Path) -> Path:
+    return base / "db" / "root-password"
+
+
+def lock_root(server: PrivateServer, base: Path) -> None:
+    """Give every root account of a server that has none a generated password, kept beside its data
+    (mode 0600): anyone on the machine reaches loopback. Written before it is set, so a crash between
+    the two leaves the password findable."""
+    password = secrets.token_urlsafe(24)
+    write_secret(root_password_file(base), password)
+    conn = server.root_connection(autocommit=True)
+    try:
+        cursor = conn.cursor()
+        cursor.execute("SELECT user, host FROM mysql.user WHERE user = 'root'")
+        for user, host in cursor.fetchall():
+            try:
+                cursor.execute(f"ALTER USER {Account(user, host).sql()} IDENTIFIED BY %s", (password,))
+            except mysql.connector.Error as exc:
+                # 1396: root@HOSTNAME, which a server started with --skip-name-resolve neither matches
+                # nor alters: no client can log in as it.
+                if exc.errno != ER_CANNOT_USER:
+                    raise
+    finally:
+        conn.close()
+    server.root_password = password
+
+
 def create_dev_account(server: PrivateServer, database: str) -> DatabaseDsn:
     """The account `make dev` prints, with every role `email-outbox grant` gives and a password new
     this run (the account of an earlier run is dropped first, with its password)."""
     password = secrets.token_urlsafe(24)
-    conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
+    conn = server.root_connection(autocommit=True)
     try:
         cursor = conn.cursor()
         cursor.execute(f"DROP USER IF EXISTS {DEV_ACCOUNT.sql()}")
@@ -85,17 +113,22 @@ def run(base: Path, ses_port: int, control_port: int) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    root_file = root_password_file(base)
     server = PrivateServer(base / "db")
+    if root_file.exists():
+        server.root_password = root_file.read_text().strip()
     endpoint = SesEndpoint(ses_port, control_port=control_port)
     try:
         print(f"starting a private {Path(server.binary).name} in {server.base_dir}", flush=True)
         server.start()
-        conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
+        if not root_file.exists():
+            lock_root(server, base)
+        conn = server.root_connection(autocommit=True)
         cur = conn.cursor()
         cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
         cur.execute(f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         conn.close()
-        migrate_for_local_use(DatabaseDsn.parse(server.dsn(DATABASE)))
+        migrate_for_local_use(DatabaseDsn.parse(server.dsn(DATABASE, "root", server.root_password)))
         dsn = create_dev_account(server, DATABASE)
         dsn_file, token_file, header_file = (
             base / "dsn",

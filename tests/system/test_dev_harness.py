@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO
 
+import mysql.connector
 import pytest
 
 from email_outbox.db.dsn import DSN_FILE_ENV, DatabaseDsn
@@ -95,12 +96,7 @@ def _refused(url: str) -> bool:
 def test_make_dev_prints_a_working_dsn_and_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     # An initialised data directory, as a second `make dev` finds it (initialising costs seconds).
     shutil.copytree(template_datadir(), tmp_path / "db" / "data")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "email_outbox_devtools.dev", "--dir", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = _start_dev(tmp_path)
     try:
         assert proc.stdout is not None
         lines = _lines(proc.stdout)
@@ -120,6 +116,10 @@ def test_make_dev_prints_a_working_dsn_and_endpoint_and_stops_cleanly_on_ctrl_c(
         assert not any(dsn.password in line for line in commands)
         with pytest.raises(Exception, match="Access denied"):
             OutboxRepository.open(DatabaseDsn(dsn.user, "", dsn.host, dsn.port, dsn.database, None))
+        # Nor is the server's root open to anyone on the machine.
+        assert _owner_only(tmp_path / "db" / "root-password")
+        with pytest.raises(mysql.connector.Error, match="Access denied"):
+            mysql.connector.connect(host=dsn.host, port=dsn.port, user="root", password="")
         repo = OutboxRepository.open(dsn)
         assert repo.sender_allowed("shop@example.com"), "the example sender domain is allowed"
         repo.close()
@@ -181,11 +181,40 @@ def test_make_dev_prints_a_working_dsn_and_endpoint_and_stops_cleanly_on_ctrl_c(
         assert not Path(f"/proc/{server_pid}").exists(), "the database server outlived make dev"
         assert _refused(ses) and _refused(control)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        _end(proc)
+
+    # A second run on the same directory: root's password from its file, a new password for the account.
+    proc = _start_dev(tmp_path)
+    try:
+        assert proc.stdout is not None
+        again = DatabaseDsn.parse(_printed(_read_until(_lines(proc.stdout), "Ctrl-C stops", 120), "DSN"))
+        assert again.password != dsn.password
+        OutboxRepository.open(again).close()
+        with pytest.raises(Exception, match="Access denied"):  # the first run's password
+            OutboxRepository.open(
+                DatabaseDsn(dsn.user, dsn.password, again.host, again.port, again.database, None)
+            )
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=90) == 0
+    finally:
+        _end(proc)
+
+
+def _start_dev(state: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "email_outbox_devtools.dev", "--dir", str(state)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def test_without_a_control_port_a_refused_outage_is_refused_and_a_503_one_is_not() -> None:
