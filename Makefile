@@ -78,6 +78,11 @@ faults: system-deps $(STAMP) ## the Galera and semi-sync pair fault runs (networ
 costs: system-deps $(STAMP) ## the queue gauge and purge at 10,000 and 1,000,000 rows
 	$(BIN)/python bench/costs.py
 
+# Tenants' fair share with a real worker at 50 sends/s, and the claim at 100 tenants beside 1,000,000
+# terminal rows (docs/performance.md, "Tenants").
+tenant-bench: system-deps $(STAMP) ## tenants' fair share and the claim at 100 tenants (minutes)
+	$(BIN)/python bench/tenant_share.py
+
 # The operator console's overview, lists and searches with 1,000,000 rows (docs/operations.md).
 console-bench: system-deps $(STAMP) ## the console's pages with 1,000,000 rows
 	$(BIN)/python bench/console.py

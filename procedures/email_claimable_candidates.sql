@@ -1,7 +1,8 @@
 -- Due Pending/Retrying rows in claim order (highest priority first, then oldest due), with their
 -- message columns. A non-locking read: callers follow it with email_try_claim per row, whose result is
 -- the row as claimed (send that one: recipients suppressed since are left out there). UnknownOutcome
--- never appears (its claim_due_at is NULL). Result: id, notification_id, to_address, from_address,
+-- never appears (its claim_due_at is NULL), nor a row its tenant holds (paused, or below the
+-- reputation guard's priority). Result: id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, status, attempt_count, max_attempts, next_attempt_at, body_bytes,
 -- message_options, attachment_bytes.
 CREATE PROCEDURE email_claimable_candidates(
@@ -19,9 +20,12 @@ BEGIN
          COALESCE(LENGTH(a.text_body), 0) + COALESCE(LENGTH(a.html_body), 0) AS body_bytes,
          a.message_options, a.attachment_bytes
     FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_claim_queue)
+         STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
    WHERE a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
      AND a.claim_due_at <= UTC_TIMESTAMP(6)
          AND a.attempt_count < a.max_attempts
-   ORDER BY claim_queue_rank, claim_due_at, id
+     AND t.paused_reason IS NULL
+         AND a.claim_queue_rank <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
+   ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
    LIMIT p_limit;
 END

@@ -24,10 +24,18 @@ public class Enqueue {
   // docs:start
   /** The refusal number for a from address not on this account's allow-list (docs/procedures.md, Errors). */
   static final int SENDER_NOT_ALLOWED = 45005;
+  /** The refusal number for a tenant this account may not use, or a priority above its highest. */
+  static final int TENANT_NOT_ALLOWED = 45012;
 
   static class SenderNotAllowed extends SQLException {
     SenderNotAllowed(SQLException refusal) {
       super("sender not allowed: " + refusal.getMessage(), refusal.getSQLState(), refusal.getErrorCode(), refusal);
+    }
+  }
+
+  static class TenantNotAllowed extends SQLException {
+    TenantNotAllowed(SQLException refusal) {
+      super("tenant not allowed: " + refusal.getMessage(), refusal.getSQLState(), refusal.getErrorCode(), refusal);
     }
   }
 
@@ -45,6 +53,7 @@ public class Enqueue {
             .add("List-Unsubscribe", "<https://example.com/unsubscribe/ann>")
             .add("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"))
         .add("tags", Json.createObjectBuilder().add("kind", "receipt"))
+        .add("tenant", "shop") // this service's share of the outbox (docs/procedures.md, Tenants)
         .add("attachments", Json.createArrayBuilder().add(Json.createObjectBuilder()
             .add("filename", "receipt-" + orderId + ".pdf")
             .add("content_type", "application/pdf")
@@ -74,6 +83,9 @@ public class Enqueue {
       if ((e.getErrorCode() & 0xFFFF) == SENDER_NOT_ALLOWED) {
         throw new SenderNotAllowed(e);
       }
+      if ((e.getErrorCode() & 0xFFFF) == TENANT_NOT_ALLOWED) {
+        throw new TenantNotAllowed(e);
+      }
       throw e;
     } finally {
       conn.setAutoCommit(autoCommit);
@@ -91,6 +103,9 @@ public class Enqueue {
     } catch (SenderNotAllowed e) {
       System.err.println(e.getMessage());
       System.exit(3);
+    } catch (TenantNotAllowed e) {
+      System.err.println(e.getMessage());
+      System.exit(4);
     }
   }
 }

@@ -28,8 +28,14 @@ import (
 // (docs/procedures.md, Errors).
 const senderNotAllowed = 45005
 
-// ErrSenderNotAllowed is what enqueueReceipt returns, wrapped, for that refusal.
-var ErrSenderNotAllowed = errors.New("sender not allowed")
+// tenantNotAllowed is the refusal number for a tenant this account may not use, or a priority above its highest.
+const tenantNotAllowed = 45012
+
+// ErrSenderNotAllowed and ErrTenantNotAllowed are what enqueueReceipt returns, wrapped, for those refusals.
+var (
+	ErrSenderNotAllowed = errors.New("sender not allowed")
+	ErrTenantNotAllowed = errors.New("tenant not allowed")
+)
 
 // enqueueReceipt marks the order paid and enqueues its receipt in one transaction: both commit or neither does.
 func enqueueReceipt(ctx context.Context, db *sql.DB, orderID int64, pdf []byte) (affected, attemptID int64, err error) {
@@ -45,7 +51,8 @@ func enqueueReceipt(ctx context.Context, db *sql.DB, orderID int64, pdf []byte) 
 			"List-Unsubscribe":      "<https://example.com/unsubscribe/ann>",
 			"List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
 		},
-		"tags": map[string]string{"kind": "receipt"},
+		"tags":   map[string]string{"kind": "receipt"},
+		"tenant": "shop", // this service's share of the outbox (docs/procedures.md, Tenants)
 		"attachments": []map[string]string{{
 			"filename":       fmt.Sprintf("receipt-%d.pdf", orderID),
 			"content_type":   "application/pdf",
@@ -71,6 +78,9 @@ func enqueueReceipt(ctx context.Context, db *sql.DB, orderID int64, pdf []byte) 
 		var refusal *mysql.MySQLError
 		if errors.As(err, &refusal) && refusal.Number == senderNotAllowed {
 			return 0, 0, fmt.Errorf("%w: %s", ErrSenderNotAllowed, refusal.Message)
+		}
+		if errors.As(err, &refusal) && refusal.Number == tenantNotAllowed {
+			return 0, 0, fmt.Errorf("%w: %s", ErrTenantNotAllowed, refusal.Message)
 		}
 		return 0, 0, err
 	}
@@ -103,6 +113,10 @@ func main() {
 	if errors.Is(err, ErrSenderNotAllowed) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
+	}
+	if errors.Is(err, ErrTenantNotAllowed) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(4)
 	}
 	if err != nil {
 		log.Fatal(err)

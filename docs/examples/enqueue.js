@@ -3,7 +3,8 @@
 //   npm install mysql2 && node enqueue.js ORDER_ID PDF_FILE
 //
 // The database comes from OUTBOX_DB_HOST, OUTBOX_DB_PORT, OUTBOX_DB_USER, OUTBOX_DB_PASSWORD and
-// OUTBOX_DB_NAME. Prints `affected attempt_id`; a sender not on the allow-list exits 3.
+// OUTBOX_DB_NAME. Prints `affected attempt_id`; a sender not on the allow-list exits 3, a tenant this
+// account may not use exits 4.
 // tests/contract/test_other_languages.py runs this file and checks that docs/procedures.md shows the
 // part between the docs:start and docs:end lines unchanged.
 'use strict';
@@ -13,7 +14,10 @@ const mysql = require('mysql2/promise');
 // docs:start
 /** The refusal number for a from address not on this account's allow-list (docs/procedures.md, Errors). */
 const SENDER_NOT_ALLOWED = 45005;
+/** The refusal number for a tenant this account may not use, or a priority above its highest. */
+const TENANT_NOT_ALLOWED = 45012;
 class SenderNotAllowed extends Error {}
+class TenantNotAllowed extends Error {}
 
 /** Marks the order paid and enqueues its receipt in one transaction: both commit or neither does. */
 async function enqueueReceipt(conn, orderId, pdf) {
@@ -30,6 +34,7 @@ async function enqueueReceipt(conn, orderId, pdf) {
       'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
     },
     tags: { kind: 'receipt' },
+    tenant: 'shop', // this service's share of the outbox (docs/procedures.md, Tenants)
     attachments: [{
       filename: `receipt-${orderId}.pdf`,
       content_type: 'application/pdf',
@@ -49,6 +54,9 @@ async function enqueueReceipt(conn, orderId, pdf) {
     // A refusal: err.sqlState '45000', err.errno its rule class, err.sqlMessage names the member and the rule.
     if (err.errno === SENDER_NOT_ALLOWED) {
       throw new SenderNotAllowed(`sender not allowed: ${err.sqlMessage}`, { cause: err });
+    }
+    if (err.errno === TENANT_NOT_ALLOWED) {
+      throw new TenantNotAllowed(`tenant not allowed: ${err.sqlMessage}`, { cause: err });
     }
     throw err;
   }
@@ -72,6 +80,7 @@ async function main() {
 }
 
 main().catch((err) => {
-  console.error(err instanceof SenderNotAllowed ? err.message : err);
-  process.exit(err instanceof SenderNotAllowed ? 3 : 1);
+  const refused = err instanceof SenderNotAllowed || err instanceof TenantNotAllowed;
+  console.error(refused ? err.message : err);
+  process.exit(err instanceof SenderNotAllowed ? 3 : err instanceof TenantNotAllowed ? 4 : 1);
 });

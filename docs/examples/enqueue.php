@@ -12,8 +12,14 @@ declare(strict_types=1);
 // docs:start
 /** The refusal number for a from address not on this account's allow-list (docs/procedures.md, Errors). */
 const SENDER_NOT_ALLOWED = 45005;
+/** The refusal number for a tenant this account may not use, or a priority above its highest. */
+const TENANT_NOT_ALLOWED = 45012;
 
 final class SenderNotAllowed extends RuntimeException
+{
+}
+
+final class TenantNotAllowed extends RuntimeException
 {
 }
 
@@ -33,6 +39,7 @@ function enqueueReceipt(PDO $pdo, int $orderId, string $pdf): array
             'List-Unsubscribe-Post' => 'List-Unsubscribe=One-Click',
         ],
         'tags' => ['kind' => 'receipt'],
+        'tenant' => 'shop', // this service's share of the outbox (docs/procedures.md, Tenants)
         'attachments' => [[
             'filename' => "receipt-$orderId.pdf",
             'content_type' => 'application/pdf',
@@ -56,6 +63,9 @@ function enqueueReceipt(PDO $pdo, int $orderId, string $pdf): array
         if ($e instanceof PDOException && (int) ($e->errorInfo[1] ?? 0) === SENDER_NOT_ALLOWED) {
             throw new SenderNotAllowed("sender not allowed: {$e->errorInfo[2]}", 0, $e);
         }
+        if ($e instanceof PDOException && (int) ($e->errorInfo[1] ?? 0) === TENANT_NOT_ALLOWED) {
+            throw new TenantNotAllowed("tenant not allowed: {$e->errorInfo[2]}", 0, $e);
+        }
         throw $e;
     }
 }
@@ -73,5 +83,8 @@ try {
 } catch (SenderNotAllowed $e) {
     fwrite(STDERR, $e->getMessage() . "\n");
     exit(3);
+} catch (TenantNotAllowed $e) {
+    fwrite(STDERR, $e->getMessage() . "\n");
+    exit(4);
 }
 echo "$affected $attemptId\n";

@@ -1,7 +1,8 @@
 -- Due Pending/Retrying rows in claim order (highest priority first, then oldest due), with their
 -- message columns. A non-locking read: callers follow it with email_try_claim per row, whose result is
 -- the row as claimed (send that one: recipients suppressed since are left out there). UnknownOutcome
--- never appears (its claim_due_at is NULL). Result: id, notification_id, to_address, from_address,
+-- never appears (its claim_due_at is NULL), nor a row its tenant holds (paused, or below the
+-- reputation guard's priority). Result: id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, status, attempt_count, max_attempts, next_attempt_at, body_bytes,
 -- message_options, attachment_bytes.
 CREATE PROCEDURE email_claimable_candidates(
@@ -18,8 +19,10 @@ BEGIN
          {{>body_bytes}} AS body_bytes,
          a.message_options, a.attachment_bytes
     FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_claim_queue)
+         STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
    WHERE a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
      AND {{>claimable | now = UTC_TIMESTAMP(6)}}
-   ORDER BY claim_queue_rank, claim_due_at, id
+     AND {{>tenant_allows | tenant = t | rank = a.claim_queue_rank}}
+   ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
    LIMIT p_limit;
 END

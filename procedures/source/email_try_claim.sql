@@ -1,6 +1,8 @@
 -- Claim one row by id: one guarded UPDATE by primary key. Checks suppression as the batch claim does:
 -- a row whose to_address is on the suppression list ends Failed ('Suppressed') instead of being
 -- claimed; a cc, bcc or other to address suppressed since the enqueue is left out of message_options.
+-- Holds a row as the batch claims do while its tenant is paused or its reputation guard holds the
+-- row's priority (affected 0); it takes no share of the tenant's send rate, daily quota or pass.
 -- Result: one row, affected (1 won, 0 someone else did, or it is not due, or it is not claimable at
 -- all), then the claim row shape of email_claim_batch (id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, attempt_count, max_attempts, lease_expires_at, body_bytes,
@@ -20,11 +22,20 @@ BEGIN
   DECLARE v_own INT DEFAULT NULL;
   DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_expired_from VARCHAR(20) CHARACTER SET utf8mb4;
+  DECLARE v_tenant_allows INT DEFAULT 0;
   {{>undo_on_error | own = v_own}}
   {{>refuse | where = 'email_try_claim' | refusal = CASE
     {{>id_refusal | id = p_id}}
     {{>claim_refusals | token = p_claim_token | claimed_by = p_claimed_by | lease = p_lease_seconds | more_refusals = }}
   END}}
+  -- The row's tenant, by a consistent read that locks nothing (a shared lock on the tenant's row met
+  -- the batch claims' updates of it in deadlocks): a pause committed before this call is seen; one
+  -- committed meanwhile is as if it came just after this claim, as for a batch claim.
+  SELECT COUNT(*) INTO v_tenant_allows
+    FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
+         STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
+   WHERE a.id = p_id
+     AND {{>tenant_allows | tenant = t | rank = a.claim_queue_rank}};
   {{>unit_begin | own = v_own}}
   -- A row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
   CALL email_internal_fail_if_suppressed(p_id, v_now, p_claimed_by, v_suppressed);
@@ -33,7 +44,8 @@ BEGIN
   UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
      SET {{>claim_changes | from_status = a.status | token = p_claim_token | claimed_by = p_claimed_by | now = v_now | lease = p_lease_seconds | reserved_at = NULL}}
    WHERE a.id = p_id
-     AND {{>claimable | now = v_now}};
+     AND {{>claimable | now = v_now}}
+     AND v_tenant_allows = 1;
   SET v_affected = ROW_COUNT();
   IF v_affected = 1 THEN
     INSERT INTO email_delivery_events

@@ -22,8 +22,10 @@ only that a request is signed, as SES checks its SigV4 signature: any credential
 any local stand-in for SES.
 
 An outage, in this process (SesEndpoint.outage): `"503"` answers every SendEmail and GetAccount 503
-ServiceUnavailable (the whole endpoint is down; a fault rule fails chosen sends only); `"refused"` stops listening and closes every idle connection, so a client's next
-request meets a refused connection; `None` ends it. `requests_between(start, end)` counts the
+ServiceUnavailable (the whole endpoint is down; a fault rule fails chosen sends only, and an "error"
+rule without `match` fails every SendEmail while GetAccount still answers: SendEmail alone down);
+`"refused"` stops listening and closes every idle connection, so a client's next request meets a
+refused connection; `None` ends it. `requests_between(start, end)` counts the
 SendEmail requests that reached the endpoint (a refused connection never does).
 
 Run standalone: python -m email_outbox_devtools.ses_endpoint --port 4579 [--control-port 4580]

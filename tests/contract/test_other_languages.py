@@ -109,6 +109,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
 PDF = b"%PDF-1.4\n" + bytes(range(256)) * 3 + b"\n%%EOF\n"  # every byte value
 LANGUAGES = ("python-helper", "python-dbapi", "java", "node", "go", "php")
+# The examples that name a tenant and catch tenant_not_allowed by its number.
+TENANT_LANGUAGES = ("java", "node", "go", "php")
 GO_DRIVER = "github.com/go-sql-driver/mysql@v1.8.1"
 GO_DRIVER_DEBIAN = "/usr/share/gocode/src/github.com/go-sql-driver/mysql"
 NODE_DRIVER = "mysql2@3"
@@ -331,6 +333,8 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
         "OUTBOX_DB_NAME": dsn.database,
     }
     argv = [arg.format(order=order, pdf=pdf) for arg in command]
+    # The Java, Node, Go and PHP examples send for the tenant `shop` (docs/procedures.md, Tenants).
+    repo.tenant_add("shop", {"accounts": ["*"]}, "test", "the examples' service")
     answers = []
     for _ in range(2):
         out = _run(argv, timeout=120, env=env)
@@ -397,6 +401,20 @@ def test_the_docs_example_enqueues_inside_the_callers_transaction(
     cur.execute("SELECT state FROM orders WHERE id = %s", (refused,))
     assert cur.fetchall() == [("new",)], "the refused enqueue rolled the business change back"
     assert sum(s.count for s in repo.outbox_stats()) == 1, "and wrote nothing"
+    if language in TENANT_LANGUAGES:
+        assert repo.get_row(int(attempt_id)).tenant == "shop"
+        # A tenant the account may not use (45012, tenant_not_allowed): caught by its number, exit 4.
+        assert repo.tenant_set("shop", {"accounts": ["someone_else"]}, "test", "not this account's") == 1
+        out = _run([arg.format(order=refused, pdf=pdf) for arg in command], timeout=120, env=env)
+        assert out.returncode == 4, (
+            f"{language} example did not match refusal 45012:\n{out.stdout}\n{out.stderr}"
+        )
+        assert (
+            "tenant not allowed: " in out.stderr
+            and "tenant shop is not one this account may use" in out.stderr
+        )
+        cur.execute("SELECT state FROM orders WHERE id = %s", (refused,))
+        assert cur.fetchall() == [("new",)] and sum(s.count for s in repo.outbox_stats()) == 1
     outcomes[language] = "ran"
 
 

@@ -132,3 +132,53 @@ def test_the_reputation_guard_holds_rows_below_its_priority(repo: OutboxReposito
     rows = repo.reserve_batch(token(), "w", 60, 10, 1_000_000)
     assert [r.id for r in rows] == high
     assert scalar(repo, "SELECT COUNT(*) FROM email_delivery_attempts WHERE status = 'Pending'") == len(low)
+
+
+def test_the_per_row_claim_holds_a_paused_or_guarded_tenants_rows_too(repo: OutboxRepository) -> None:
+    paused = add_tenant(repo, "paused", paused_reason="ses-sending-paused")
+    guarded = add_tenant(repo, "guarded", guard_below_priority=7)
+    free = add_tenant(repo, "free")
+    [held] = enqueue_for(repo, paused, 1, "p")
+    [low] = enqueue_for(repo, guarded, 1, "low", priority=5)
+    [high] = enqueue_for(repo, guarded, 1, "high", priority=7)
+    [other] = enqueue_for(repo, free, 1, "f")
+    assert {c.id for c in repo.claimable_candidates(10)} == {high, other}
+    assert repo.try_claim(held, token(), "w", 60) == 0, "a paused tenant's row is never claimed"
+    assert repo.try_claim(low, token(), "w", 60) == 0, "the guard holds the rows below its priority"
+    assert repo.try_claim(high, token(), "w", 60) == 1
+    assert repo.try_claim(other, token(), "w", 60) == 1
+    waiting = scalar(
+        repo,
+        "SELECT COUNT(*) FROM email_delivery_attempts WHERE id IN (%s, %s)"
+        " AND status = 'Pending' AND attempt_count = 0",
+        (held, low),
+    )
+    assert waiting == 2
+
+
+def test_claims_of_one_row_keep_the_weights(repo: OutboxRepository) -> None:
+    """A worker with one free slot claims one row at a time: a tenant left out of a claim keeps its
+    place, so one-row claims share 3:1 as batches do."""
+    heavy = add_tenant(repo, "heavy", weight=3)
+    light = add_tenant(repo, "light", weight=1)
+    enqueue_for(repo, heavy, 30, "h")
+    enqueue_for(repo, light, 30, "l")
+    shares: Counter[str | None] = Counter()
+    for _ in range(20):
+        shares.update(claim_tenants(repo, 1))
+    assert shares == {"heavy": 15, "light": 5}
+
+
+def test_a_tenant_the_guard_holds_entirely_does_not_hold_the_clock_back(repo: OutboxRepository) -> None:
+    """A tenant whose every due row is below its reputation guard's priority is given nothing claim
+    after claim; the clock still moves with the tenants served, so an idle tenant coming back banks no
+    share."""
+    a = add_tenant(repo, "busy")
+    held = add_tenant(repo, "held", guard_below_priority=7)
+    b = add_tenant(repo, "back")
+    enqueue_for(repo, held, 3, "h", priority=5)
+    enqueue_for(repo, a, 80, "a")
+    for _ in range(4):
+        assert set(claim_tenants(repo, 10)) == {"busy"}
+    enqueue_for(repo, b, 20, "b")
+    assert Counter(claim_tenants(repo, 10)) == {"busy": 5, "back": 5}

@@ -4,6 +4,7 @@ outcome, when it opens, one probe among replicas, and that an ambiguous send sta
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
@@ -41,11 +42,17 @@ class Clock:
         self.now += seconds
 
 
-def replica(dsn: DatabaseDsn, name: str, clock: Clock, **flags: str) -> Breaker:
+def replica(
+    dsn: DatabaseDsn,
+    name: str,
+    clock: Clock,
+    provider_answers: Callable[[], bool] | None = None,
+    **flags: str,
+) -> Breaker:
     config = load_config({"dsn": dsn.url(), "worker_id": name, "breaker_probe_seconds": "1", **flags}, {})
     stats = WorkerStats()
     database = DatabaseCalls(lambda: OutboxRepository.open(dsn), dsn, stats, random.Random(0))
-    return Breaker(config, database, stats, random.Random(0), clock)
+    return Breaker(config, database, stats, random.Random(0), clock, provider_answers)
 
 
 def claim(row: int) -> Claim:
@@ -110,6 +117,40 @@ def test_broad_failures_open_it_for_every_replica_and_ambiguous_stays_unknown(
     assert not b.may_send(claim(10))
 
 
+def test_getaccount_answering_leaves_a_few_emails_their_own_failures_but_not_many(
+    dsn: DatabaseDsn, repo: OutboxRepository
+) -> None:
+    """While the health check answers, the run is the emails' own; the breadth (different emails failed
+    with none accepted between) is not cleared by it, and at `breaker_broad_emails` opens the breaker."""
+    checks: list[float] = []
+
+    def answers() -> bool:
+        checks.append(clock.now)
+        return True
+
+    clock = Clock()
+    breaker = replica(
+        dsn, "w1", clock, answers, breaker_failures="2", breaker_distinct_emails="2", breaker_broad_emails="8"
+    )
+    # Six emails failing on their own, twice each: the run is met, SES answers, they retry.
+    assert [step(breaker, row, TRANSIENT) for row in (1, 2, 3, 4, 5, 6) * 2] == [Step.RETRY] * 12
+    assert checks and repo.breaker_state("ses").state == "closed"
+    # An accepted send starts the breadth again: seven more emails are seven, not thirteen.
+    assert step(breaker, 50, ACCEPTED) is Step.SENT
+    assert [step(breaker, row, TRANSIENT) for row in range(11, 17)] == [Step.RETRY] * 6
+    clock.tick(31)  # GetAccount's last answer is stale: the run met again would ask it again
+    assert step(breaker, 17, TRANSIENT) is Step.RETRY
+    assert repo.breaker_state("ses").state == "closed"
+    asked = len(checks)
+    # The eighth different email meets the run and the breadth: it opens the breaker whatever GetAccount
+    # would say (not asked), and is held without an attempt.
+    assert step(breaker, 18, TRANSIENT) is Step.RELEASE
+    assert len(checks) == asked, "the breadth does not ask GetAccount"
+    state = repo.breaker_state("ses")
+    assert state.state == "open" and state.last_error_code == "ServiceUnavailable"
+    assert step(breaker, 19, TRANSIENT) is Step.RELEASE
+
+
 def test_one_probe_among_replicas_and_its_answer_closes_it_for_all(
     dsn: DatabaseDsn, repo: OutboxRepository
 ) -> None:
@@ -142,6 +183,13 @@ def test_one_probe_among_replicas_and_its_answer_closes_it_for_all(
 def test_the_rule_settings_are_checked_and_zero_turns_the_breaker_off() -> None:
     off = load_config({"dsn": "mysql://u@h/db", "breaker_failures": "0"}, {})
     assert off.breaker_failures == 0 and off.breaker_distinct_emails == 3
+    assert off.breaker_broad_emails == 20
+    with pytest.raises(ConfigError, match="BREAKER_BROAD_EMAILS"):
+        load_config(
+            {"dsn": "mysql://u@h/db", "breaker_distinct_emails": "4", "breaker_broad_emails": "3"}, {}
+        )
+    with pytest.raises(ConfigError, match="BREAKER_BROAD_EMAILS"):
+        load_config({"dsn": "mysql://u@h/db", "breaker_broad_emails": "10001"}, {})
     with pytest.raises(ConfigError, match="BREAKER_DISTINCT_EMAILS"):
         load_config({"dsn": "mysql://u@h/db", "breaker_failures": "2", "breaker_distinct_emails": "3"}, {})
     with pytest.raises(ConfigError, match="BREAKER_PROBE_SECONDS"):

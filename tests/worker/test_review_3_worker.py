@@ -1,6 +1,7 @@
 """The worker against the local SES endpoint (issue 38): a Unicode domain goes to SES in Punycode and
 a non-ASCII display name as an RFC 2047 encoded word, as SES requires (it takes 7-bit addresses, no
-SMTPUTF8); emails that fail on their own do not hold everyone behind the provider breaker."""
+SMTPUTF8); emails that fail on their own do not hold everyone behind the provider breaker, and an outage
+of SendEmail alone (GetAccount answering) still holds the emails without using their attempts."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from email_outbox import Message, enqueue_message
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.models import Status
+from email_outbox_devtools.dbserver import free_port
 from email_outbox_devtools.ses_endpoint import FaultRule, SesEndpoint
 from tests.support.helpers import scalar
-from tests.support.worker_harness import drained, spawn_worker, wait_until
+from tests.support.worker_harness import account, counts, drained, metric, scrape, spawn_worker, wait_until
 
 FAST = {"lease_seconds": 6, "ses_connect_timeout": 1, "ses_read_timeout": 2}
 
@@ -75,3 +77,60 @@ def test_emails_failing_on_their_own_use_their_attempts_and_hold_nobody(
         assert (row.status, row.attempt_count, row.last_error_code) == (Status.FAILED, 3, "InternalFailure")
     assert scalar(repo, "SELECT COUNT(*) FROM email_provider_breaker_log WHERE to_state = 'open'") == 0
     assert "failures are the emails' own" in worker.log()
+
+
+def attempts_by_row(repo: OutboxRepository) -> dict[int, int]:
+    cursor = repo.connection.cursor()
+    cursor.execute("SELECT id, attempt_count FROM email_delivery_attempts")
+    rows = {int(row_id): int(used) for row_id, used in cursor.fetchall()}
+    cursor.close()
+    return rows
+
+
+def test_sendemail_down_while_getaccount_answers_holds_the_emails_without_attempts(
+    dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
+) -> None:
+    """An outage of SendEmail alone: every send answered 500 while GetAccount answers. 35 emails enqueued
+    during it: the breaker opens once `breaker_broad_emails` (20) different emails have failed with none
+    accepted between, whatever GetAccount says; the emails held after it opened use no attempt, none
+    ends Failed, and once the outage ends every one is Sent exactly once."""
+    endpoint.set_faults(FaultRule("error", status=500, code="InternalFailure"))  # no match: every send
+    port = free_port()
+    worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", metrics_port=port, concurrency=4,
+                          retry_base_seconds=0.3, retry_max_seconds=1, breaker_probe_seconds=1, **FAST)  # fmt: skip
+
+    def probes() -> float:
+        return metric(scrape(port), "email_outbox_provider_breaker_events_total", event="probes")
+
+    try:
+        worker.wait_healthy()
+        for i in range(35):
+            repo.enqueue(f"outage-{i}", f"o{i}@example.com", "s", text_body="x")
+        wait_until(lambda: repo.breaker_state("ses").state != "closed", 30, "the breaker to open")
+        # Probes go a probe interval apart: by the second, every send in flight when it opened has ended.
+        wait_until(lambda: probes() >= 2, 30, "two probes")
+        at_open = attempts_by_row(repo)
+        wait_until(lambda: probes() >= 4, 30, "two more probes")
+        assert attempts_by_row(repo) == at_open, "a held email or a failed probe used an attempt"
+        assert repo.breaker_state("ses").down, "the breaker stayed open through the outage"
+        assert counts(repo)[Status.FAILED] == 0
+        endpoint.set_faults()
+        wait_until(lambda: repo.breaker_state("ses").state == "closed", 30, "a probe to close the breaker")
+        wait_until(lambda: drained(repo), 60, "the emails to be sent")
+        samples = scrape(port)
+    finally:
+        assert worker.terminate() == 0, worker.log()[-3000:]
+    result = account(repo, endpoint, 35)
+    assert result.by_status[Status.SENT] == 35 and result.duplicates == 0
+    # The run was met and SES answered GetAccount, yet the breadth opened the breaker.
+    log = worker.log()
+    assert "failures are the emails' own" in log
+    assert "SendEmail failing for many different emails" in log
+    assert metric(samples, "email_outbox_provider_breaker_events_total", event="opened") == 1
+    failed_before = {row for row, used in at_open.items() if used > 0}
+    held = set(at_open) - failed_before
+    print(f"attempts used before the breaker opened: {sum(at_open.values())} by {len(failed_before)} emails")
+    assert 0 < len(failed_before) < 20, "only the emails that failed before the twentieth used attempts"
+    # After it opened, each email used one attempt: the one that sent it.
+    assert attempts_by_row(repo) == {row: used + 1 for row, used in at_open.items()}
+    assert held and all(at_open[row] == 0 for row in held)

@@ -1,17 +1,25 @@
 """The provider breaker: while SES is failing broadly, stop sending, give held rows back without using
 an attempt, probe at a bounded rate, and resume at the first probe that gets an answer.
 
-The rule (docs/design.md, "Provider outages"): the breaker opens when `breaker_failures` transient
-failures (5xx, connection refused, DNS, a TLS certificate refused in the handshake, a connect timeout:
-Outcome.TRANSIENT, every one a request SES never accepted) follow one another on this replica with no
-accepted send and no definite refusal between them, among at least `breaker_distinct_emails` different
-emails, all within `breaker_window_seconds`, and the provider does not answer a health check either
-(SES's GetAccount, asked when the rule is met, its answer trusted for `breaker_window_seconds`). When
-GetAccount answers, SES is up and the failures are the emails' own (SES answers a 500 for those
-messages every time, as it did for six emails in a review): they use their attempts at their own
-backoff and nothing else waits. One email that fails on its own while others go through never opens
-it either. A replica without a health check (no GetAccount permission: it answers AccessDenied, which
-reads as no answer) opens on the rule alone, as before.
+The rule (docs/design.md, "Provider outages") has two parts. The run: the breaker opens when
+`breaker_failures` transient failures (5xx, connection refused, DNS, a TLS certificate refused in the
+handshake, a connect timeout: Outcome.TRANSIENT, every one a request SES never accepted) follow one
+another on this replica with no accepted send and no definite refusal between them, among at least
+`breaker_distinct_emails` different emails, all within `breaker_window_seconds`, and the provider does
+not answer a health check either (SES's GetAccount, asked when the run is met, its answer trusted for
+`breaker_window_seconds`). When GetAccount answers, the run is the emails' own (SES answers a 500 for
+those messages every time, as it did for six emails in a review): it starts again, they use their
+attempts at their own backoff and nothing else waits. One email that fails on its own while others go
+through never opens it either. A replica without a health check (no GetAccount permission: it answers
+AccessDenied, which reads as no answer) opens on the run alone, as before.
+
+The breadth: GetAccount answering proves the account is reachable, not that SendEmail works. So beside
+the run the replica keeps the distinct emails that failed transiently since its last accepted send,
+definite refusal or the breaker closing, at any pace, and a GetAccount answer does not forget them: when
+they reach `breaker_broad_emails` the breaker opens whatever GetAccount says. SendEmail failing for that
+many different emails with not one going through is an outage of sending, not those emails' fault, and
+an outage must not use their attempts. A few emails failing on their own (fewer than that many) still
+use their attempts, as above, since every send that goes through starts the count again.
 
 The state is shared in the database (email_breaker_* procedures): every replica reads it at most once a
 second before it claims, so a replica that starts during an outage does not hammer SES either. While it
@@ -58,6 +66,7 @@ ANSWERS = frozenset(
 # Outcomes that end a run of transient failures: the provider answered this email in words.
 RUN_ENDERS = frozenset({Outcome.ACCEPTED, Outcome.PERMANENT})
 FAILING_BROADLY, PROBE_FAILED = "provider failing broadly", "probe failed"
+FAILING_FOR_MANY = "SendEmail failing for many different emails, none accepted between"
 HELD_REASON = "provider down: held until the breaker closes, no attempt used"
 STATE_NUMBERS = {"closed": 0, "half_open": 1, "open": 2}
 
@@ -85,6 +94,9 @@ class Breaker:
         self._lock = threading.Lock()
         # The current run of transient failures: (when, email id), oldest first.
         self._run: deque[tuple[float, int]] = deque()
+        # The breadth: the emails failed transiently since the last accepted send or definite refusal,
+        # whatever GetAccount answered; never more than breaker_broad_emails are kept.
+        self._failing_emails: set[int] = set()
         self._state = "closed"
         self._read_at = -READ_EVERY_SECONDS
         self._probe_due_at = 0.0  # when a probe may be asked for (open, or another's hold ended)
@@ -157,20 +169,26 @@ class Breaker:
             now = self._clock()
             if outcome in RUN_ENDERS:
                 self._run.clear()
+                self._failing_emails.clear()
             elif outcome is Outcome.TRANSIENT:
                 self._run.append((now, claim.id))
                 while self._run and self._run[0][0] < now - self._config.breaker_window_seconds:
                     self._run.popleft()
+                if len(self._failing_emails) < self._config.breaker_broad_emails:
+                    self._failing_emails.add(claim.id)
             down = self._state != "closed"
-            tripped = outcome is Outcome.TRANSIENT and not down and self._tripped()
-        if tripped and self._provider_is_up():
+            judged = outcome is Outcome.TRANSIENT and not down
+            broad = judged and len(self._failing_emails) >= self._config.breaker_broad_emails
+            tripped = judged and (broad or self._tripped())
+        # A GetAccount answer clears the run, never the breadth: SendEmail can fail while it answers.
+        if tripped and not broad and self._provider_is_up():
             tripped = False
         if outcome in ANSWERS and (down or was_probe):
             self._close(claim, decision)
         elif (outcome is Outcome.TRANSIENT or outcome is Outcome.AMBIGUOUS) and was_probe:
             self._open(decision, PROBE_FAILED)
         elif tripped:
-            self._open(decision, FAILING_BROADLY)
+            self._open(decision, FAILING_FOR_MANY if broad else FAILING_BROADLY)
         if outcome is Outcome.TRANSIENT and action.step is Step.RETRY and (down or tripped or was_probe):
             self._stats.add("breaker", "released")
             return release_unsent(f"{HELD_REASON} ({decision.error_code})")
@@ -178,7 +196,8 @@ class Breaker:
 
     def _provider_is_up(self) -> bool:
         """Asked when the rule is met, outside the lock (a network call): whether SES answers a call
-        that sends nothing. If it does, the run of failures is the emails' own and starts again."""
+        that sends nothing. If it does, the run of failures is the emails' own and starts again (the
+        breadth stays: see the module docstring)."""
         if self._provider_answers is None:
             return False
         now = self._clock()
@@ -201,7 +220,7 @@ class Breaker:
         return True
 
     def _tripped(self) -> bool:
-        """Called with the lock held: the rule of the module docstring."""
+        """Called with the lock held: the run of the module docstring."""
         config = self._config
         emails = {email for _, email in self._run}
         return len(self._run) >= config.breaker_failures and len(emails) >= config.breaker_distinct_emails
@@ -280,7 +299,7 @@ class Breaker:
             log.error("provider breaker open on this replica only", extra={"error": str(exc)})
             return
         if opened:
-            self._stats.add("breaker", "opened" if why == FAILING_BROADLY else "probes_failed")
+            self._stats.add("breaker", "probes_failed" if why == PROBE_FAILED else "opened")
             log.critical(
                 "provider breaker open: sends held without using attempts",
                 extra={
@@ -298,6 +317,7 @@ class Breaker:
             self._stats.breaker_down_since = None
             self._holding_probe_until = None
             self._run.clear()
+            self._failing_emails.clear()
         detail = f"email {claim.id}: {decision.outcome.value}"
         try:
             closed = self._database.call(

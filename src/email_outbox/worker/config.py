@@ -29,6 +29,8 @@ ACCOUNT_RATE_LIMIT = 10_000
 DAILY_QUOTA_LIMIT = 1_000_000_000
 # The longest email_breaker_open lets one replica hold every replica before the next probe.
 PROBE_DELAY_LIMIT_SECONDS = 3600
+# The most distinct failing emails a replica keeps in mind for the broad rule (breaker_broad_emails).
+BROAD_EMAILS_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,16 @@ class WorkerConfig:
     breaker_window_seconds: float = field(
         default=30.0,
         metadata=_meta("BREAKER_WINDOW_SECONDS", float, "... all within this many seconds"),
+    )
+    breaker_broad_emails: int = field(
+        default=20,
+        metadata=_meta(
+            "BREAKER_BROAD_EMAILS",
+            int,
+            "this many different emails failing transiently with no accepted send between them open the"
+            " breaker at any pace, even while SES answers GetAccount (SendEmail alone down); at least"
+            " BREAKER_DISTINCT_EMAILS",
+        ),
     )
     breaker_probe_seconds: float = field(
         default=15.0,
@@ -367,6 +379,11 @@ def validate(c: WorkerConfig) -> None:
         c.breaker_distinct_emails >= 1
         and (c.breaker_failures == 0 or c.breaker_distinct_emails <= c.breaker_failures),
         f"{env_name('breaker_distinct_emails')} must be 1 to {env_name('breaker_failures')}",
+    )
+    _check(
+        c.breaker_failures == 0 or c.breaker_distinct_emails <= c.breaker_broad_emails <= BROAD_EMAILS_LIMIT,
+        f"{env_name('breaker_broad_emails')} must be {env_name('breaker_distinct_emails')} to"
+        f" {BROAD_EMAILS_LIMIT}",
     )
     _check(
         0 < c.breaker_window_seconds <= 3600,
