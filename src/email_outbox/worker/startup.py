@@ -80,7 +80,8 @@ def warn_schema_release(repo: OutboxRepository) -> None:
         release = SchemaRelease(repo.schema_release())
     except AccessDenied:
         log.warning(
-            "could not read the database's schema release: run `email-outbox grant worker ...` again",
+            "could not read the database's schema release",
+            extra={"error": "email_outbox_release not granted: run `email-outbox grant worker` again"},
         )
         return
     if release.state != "current":
