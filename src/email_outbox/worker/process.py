@@ -66,8 +66,7 @@ class Worker:
         self._signals = 0
         rng = rng or random.Random()
         self.database = DatabaseCalls(
-            repository_factory
-            or (lambda: _worker_repository(config)),
+            repository_factory or (lambda: _worker_repository(config)),
             config.dsn,
             self.stats,
             rng,
