@@ -208,5 +208,12 @@ BEGIN
     CLOSE c_items;
   END IF;
   {{>unit_end | own = v_own}}
-  SELECT seq, id, landed AS affected, to_status AS status FROM email_finalize_items ORDER BY seq;
+  -- The answer is built from the items themselves, one row each in their order, and only looks up
+  -- what became of each in the working table: an item the working table no longer holds (its rows are
+  -- transactional, so a rollback the call did not see can take them) is answered as not landed, never
+  -- left out, so a caller pairing rows with items by position cannot be shifted.
+  SELECT j.seq - 1 AS seq, j.id, COALESCE(s.landed, 0) AS affected, IF(s.landed = 1, s.to_status, NULL) AS status
+    FROM JSON_TABLE(p_outcomes, '$[*]' COLUMNS (seq FOR ORDINALITY, id BIGINT PATH '$.id')) j
+    LEFT JOIN email_finalize_items s ON s.seq = j.seq - 1
+   ORDER BY j.seq;
 END

@@ -298,3 +298,64 @@ def test_start_marks_in_a_batch_are_fenced_as_email_start_send(repo: OutboxRepos
 
 def reserved_at(repo: OutboxRepository, attempt_id: int) -> object:
     return scalar(repo, "SELECT reserved_at FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
+
+
+def notification_of(repo: OutboxRepository, attempt_id: int) -> str:
+    return str(
+        scalar(repo, "SELECT notification_id FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
+    )
+
+
+@pytest.mark.parametrize("twice", [False, True], ids=["ids-once", "an-id-twice"])
+def test_every_item_gets_its_row_whatever_became_of_its_claim(repo: OutboxRepository, twice: bool) -> None:
+    """One row per item, in order, also when claims were lost between the claim and the finalize
+    (cancelled, swept, taken over, the row gone), a start is for a row started already or cancelled,
+    outcomes and starts are mixed, and the same batch is sent again after it landed (a retry)."""
+    sent, retried, cancelled, swept = claimed(repo, 4)
+    enqueue_many(repo, 3, prefix=token())
+    t = token()
+    fresh, started, cancelled_reservation = (
+        r.id for r in repo.reserve_batch(t, "worker-a", 60, 3, 1_000_000)
+    )
+    assert repo.start_send(started, t) == 1
+    for attempt_id in (cancelled[0], cancelled_reservation):
+        raw_call(repo, "email_cancel", notification_of(repo, attempt_id), "test", "cancelled mid-send")
+    with repo._cursor() as cursor:  # its lease over: the sweep takes it
+        cursor.execute(
+            "UPDATE email_delivery_attempts SET lease_expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
+            " WHERE id = %s",
+            (swept[0],),
+        )
+    repo.sweep_stale_leases(100)
+    items = [
+        FinalizeItem(sent[0], sent[1], "Sent", provider_message_id="m-1"),
+        FinalizeItem(fresh, t, "Started"),
+        FinalizeItem(cancelled[0], cancelled[1], "Sent", provider_message_id="m-2"),
+        FinalizeItem(retried[0], retried[1], "Retrying", error_code="E", error_message="e", delay_seconds=5),
+        FinalizeItem(started, t, "Started"),
+        FinalizeItem(swept[0], swept[1], "UnknownOutcome", error_message="x"),
+        FinalizeItem(cancelled_reservation, t, "Started"),
+        FinalizeItem(9_000_000_000, t, "Started"),  # no such row
+        FinalizeItem(9_000_000_001, t, "Released"),
+    ]
+    if twice:
+        items.append(FinalizeItem(sent[0], sent[1], "Failed", error_code="E", error_message="late"))
+    first = repo.finalize_batch(items)
+    assert [(r.affected, r.status) for r in first] == [
+        (1, Status.SENT), (1, Status.PROCESSING), (1, Status.SENT), (1, Status.RETRYING), (0, None), (0, None),
+        (0, None), (0, None), (0, None),
+    ] + ([(0, None)] if twice else [])  # fmt: skip
+    again = repo.finalize_batch(items)
+    assert [(r.affected, r.status) for r in again] == [(0, None)] * len(items), "a retry lands nothing"
+    with repo._cursor() as cursor:
+        cursor.execute("CALL email_finalize_batch(%s)", (json.dumps([i.as_json() for i in items]),))
+        assert [(r["seq"], r["id"]) for r in cursor.fetchall()] == [(n, i.id) for n, i in enumerate(items)]
+        while cursor.nextset():
+            pass
+
+
+def raw_call(repo: OutboxRepository, procedure: str, *args: Any) -> None:
+    with repo._cursor() as cursor:
+        cursor.execute(f"CALL {procedure}({', '.join(['%s'] * len(args))})", args)
+        while cursor.nextset():
+            pass

@@ -427,6 +427,39 @@ def test_the_finalizer_sends_a_group_as_one_batch_each_row_fenced_on_its_own() -
     assert stats.finalize_group_sizes.count == 1 and stats.finalize_group_sizes.total == 3
 
 
+@dataclass
+class ShortAnsweringRepository(FakeRepository):
+    """email_finalize_batch breaking its contract: one row fewer (or more) than items."""
+
+    extra_rows: int = -1
+
+    def finalize_batch(self, items: list[FinalizeItem]) -> list[FailureResult]:
+        rows = super().finalize_batch(items)
+        if self.extra_rows < 0:
+            return rows[: self.extra_rows]
+        return rows + [FailureResult(1, None)] * self.extra_rows
+
+
+@pytest.mark.parametrize("extra_rows", [-1, 1])
+def test_a_batch_answering_a_different_number_of_rows_than_items_confirms_no_landing(
+    extra_rows: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No StopIteration and no guessing which row is whose: every part, a start above all, is
+    reported as not landed (a start is then not sent; a finalize is not retried), with an error line
+    naming the counts."""
+    repo = ShortAnsweringRepository(extra_rows=extra_rows)
+    finalizer = Finalizer(calls_on(repo), WorkerStats())
+    sent = action_for(Decision(Outcome.ACCEPTED, message_id="m-1"), 1, POLICY, random.Random(0))
+    with caplog.at_level(logging.ERROR, logger="email_outbox.worker"):
+        reports = finalizer._land_reports([((claim(1), sent), (claim(2), START)), ((claim(3), sent),)])
+    assert [name for name, _ in repo.calls] == ["finalize_batch"], "not resent"
+    assert [len(report) for report in reports] == [2, 1]
+    landings = [landing for report in reports for landing in report]
+    assert all(landing.error is not None for landing in landings)
+    assert f"answered {3 + extra_rows} rows for 3 items" in str(landings[1].error)
+    assert "a different number of rows than items" in caplog.text
+
+
 @pytest.mark.parametrize(
     ("second", "calls"),
     [("sent", ["finalize_batch", "finalize_sent", "finalize_sent"]),

@@ -140,8 +140,11 @@ class Finalizer:
         """The reports of several slots in one call; each gets its own parts' landings back."""
         parts = [part for report in reports for part in report]
         self._stats.record_finalize_group(len(parts))
-        landings = iter(self._land(parts))
-        return [tuple(next(landings) for _ in report) for report in reports]
+        landings = self._land(parts)
+        if len(landings) != len(parts):
+            landings = _unconfirmed(parts, landings)
+        answers = iter(landings)
+        return [tuple(next(answers) for _ in report) for report in reports]
 
     def _land(self, group: Sequence[tuple[Claim, Action]]) -> list[Landing]:
         """One call for the group: the row's own procedure when it is alone, email_finalize_and_start
@@ -199,6 +202,22 @@ class Finalizer:
         except OutboxError as exc:
             return Landing(error=exc, reconnected=bool(losses))
         return Landing(affected, reconnected=bool(losses))
+
+
+def _unconfirmed(parts: Sequence[tuple[Claim, Action]], landings: Sequence[Landing]) -> list[Landing]:
+    """A call that answered a different number of rows than it was given items (a broken contract):
+    which answer is whose is unknown, so none is trusted. Each part is reported as never landed: a
+    start is not sent (its reservation is given back, fenced), a finalize is not retried and, if it
+    did not land, the lease sweep makes the row UnknownOutcome; nothing is sent twice."""
+    error = OutboxError(
+        f"the database answered {len(landings)} rows for {len(parts)} items: no landing confirmed"
+    )
+    log.error(
+        "a finalize call answered a different number of rows than items; treating each as not landed",
+        extra={"items": len(parts), "rows": len(landings), "ids": [claim.id for claim, _ in parts]},
+    )
+    reconnected = any(landing.reconnected for landing in landings)
+    return [Landing(error=error, reconnected=reconnected)] * len(parts)
 
 
 def _item(claim: Claim, action: Action) -> FinalizeItem:
