@@ -269,7 +269,10 @@ BEGIN
       -- The schedule moves on by what each tenant was given: its pass by claimed/weight, its rate
       -- schedule by claimed/rate, its day's count; the clock to the lowest pass of the tenants that had
       -- due rows and room (served this time or not: a tenant left out of a small claim keeps its place),
-      -- so a tenant that comes back starts level with the least served of them, no further back.
+      -- so a tenant that comes back starts level with the least served of them, no further back. Not a
+      -- tenant that was offered slots and had no row to take (every due row held by its reputation
+      -- guard, or locked): it would hold the clock back claim after claim, and a tenant coming back
+      -- would bank a share of all that time.
       UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
          SET t.pass = c.start_pass + c.got / c.weight,
              t.rate_next_at = IF(c.send_rate IS NULL, t.rate_next_at,
@@ -279,7 +282,8 @@ BEGIN
        WHERE c.got > 0;
       UPDATE email_tenant_schedule
          SET virtual_time = GREATEST(virtual_time,
-                                     COALESCE((SELECT MIN(start_pass + got / weight) FROM email_claim_tenants WHERE room > 0), 0))
+                                     COALESCE((SELECT MIN(start_pass + got / weight) FROM email_claim_tenants
+                                               WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
        WHERE id = 1;
       COMMIT;
     END IF;

@@ -167,3 +167,18 @@ def test_claims_of_one_row_keep_the_weights(repo: OutboxRepository) -> None:
     for _ in range(20):
         shares.update(claim_tenants(repo, 1))
     assert shares == {"heavy": 15, "light": 5}
+
+
+def test_a_tenant_the_guard_holds_entirely_does_not_hold_the_clock_back(repo: OutboxRepository) -> None:
+    """A tenant whose every due row is below its reputation guard's priority is given nothing claim
+    after claim; the clock still moves with the tenants served, so an idle tenant coming back banks no
+    share."""
+    a = add_tenant(repo, "busy")
+    held = add_tenant(repo, "held", guard_below_priority=7)
+    b = add_tenant(repo, "back")
+    enqueue_for(repo, held, 3, "h", priority=5)
+    enqueue_for(repo, a, 80, "a")
+    for _ in range(4):
+        assert set(claim_tenants(repo, 10)) == {"busy"}
+    enqueue_for(repo, b, 20, "b")
+    assert Counter(claim_tenants(repo, 10)) == {"busy": 5, "back": 5}
