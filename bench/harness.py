@@ -16,6 +16,7 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import Counter
@@ -86,31 +87,45 @@ class Endpoint:
 
     def __init__(self, latency: float) -> None:
         self.port = free_port()
+        # The endpoint writes its control API's bearer token here (0600, in a directory of our own).
+        self._token_dir = tempfile.TemporaryDirectory(prefix="ses-endpoint-")
+        token_file = Path(self._token_dir.name) / "control-token"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "email_outbox_devtools.ses_endpoint", "--port", str(self.port),
-             "--latency", str(latency)],
+             "--latency", str(latency), "--control-token-file", str(token_file)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self.url = f"http://127.0.0.1:{self.port}"
+        self._token = ""
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
-                urllib.request.urlopen(self.url + "/_control/health", timeout=1).read()
+                self._token = token_file.read_text().strip()
+                self._control("/health", timeout=1).read()
                 return
             time.sleep(0.05)
         raise RuntimeError("the SES endpoint did not start")
 
+    def _control(self, path: str, timeout: float, method: str = "GET") -> Any:
+        request = urllib.request.Request(
+            self.url + "/_control" + path,
+            method=method,
+            data=b"" if method != "GET" else None,
+            headers={"Authorization": f"Bearer {self._token}"},
+        )
+        return urllib.request.urlopen(request, timeout=timeout)
+
     def accepted_count(self) -> int:
-        with urllib.request.urlopen(self.url + "/_control/accepted", timeout=30) as r:
+        with self._control("/accepted", timeout=30) as r:
             return len(json.loads(r.read()))
 
     def sends(self) -> int:
         """Send requests taken so far: a cheap count to poll (the accepted list is read once, after)."""
-        with urllib.request.urlopen(self.url + "/_control/health", timeout=10) as r:
+        with self._control("/health", timeout=10) as r:
             return int(json.loads(r.read())["requests"])
 
     def _accepted(self) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(self.url + "/_control/accepted", timeout=60) as r:
+        with self._control("/accepted", timeout=60) as r:
             records: list[dict[str, Any]] = json.loads(r.read())
             return records
 
@@ -125,12 +140,12 @@ class Endpoint:
         return max(float(m["accepted_at"]) for m in self._accepted()) - started_at
 
     def reset(self) -> None:
-        req = urllib.request.Request(self.url + "/_control/reset", method="POST", data=b"")
-        urllib.request.urlopen(req, timeout=10).read()
+        self._control("/reset", timeout=10, method="POST").read()
 
     def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
+        self._token_dir.cleanup()
 
 
 def lost_and_duplicates(counts: Counter[str], expected: list[str]) -> tuple[int, int]:

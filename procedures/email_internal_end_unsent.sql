@@ -28,10 +28,21 @@ BEGIN
   -- No such row is an answer (nothing changed), not a condition for the caller.
   DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
   SET p_from_status = NULL;
-  SELECT status, reserved_at, claim_token, expires_at INTO v_status, v_reserved, v_token, v_expires
+  -- First a plain read, which locks nothing: a row that is being sent, or finished, is left without a
+  -- lock, so a caller whose transaction stays open after a call that changed nothing holds up no
+  -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
+  -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
+  -- its short lock wait timeout only.)
+  SELECT status, reserved_at INTO v_status, v_reserved
     FROM email_delivery_attempts FORCE INDEX (PRIMARY)
-   WHERE id = p_id
-     FOR UPDATE;
+   WHERE id = p_id;
+  IF v_status IN ('Pending', 'Retrying') OR (v_status = 'Processing' AND v_reserved IS NOT NULL) THEN
+    SET v_status = NULL, v_reserved = NULL;
+    SELECT status, reserved_at, claim_token, expires_at INTO v_status, v_reserved, v_token, v_expires
+      FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+     WHERE id = p_id
+       FOR UPDATE;
+  END IF;
   IF (v_status IN ('Pending', 'Retrying') OR (v_status = 'Processing' AND v_reserved IS NOT NULL))
      AND (p_expired_only = 0 OR v_expires <= p_now) THEN
     SET v_why = COALESCE(p_why, CONCAT('expired: not sent by its expires_at ',

@@ -102,6 +102,8 @@ class PrivateServer:
     # The address it listens on: loopback, or its own address inside a network namespace (the fault
     # runs: bench/faults.py), with the launcher `ip netns exec NAME`.
     host: str = "127.0.0.1"
+    # root's password, once something set one (`make dev` does); the fixtures leave it empty.
+    root_password: str = ""
     process: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -238,15 +240,18 @@ class PrivateServer:
             if self.process is not None and self.process.poll() is not None:
                 raise ServerStartError(f"server exited with {self.process.returncode}: {self.tail_log()}")
             try:
-                conn = mysql.connector.connect(
-                    host=self.host, port=self.port, user="root", password="", connection_timeout=2
-                )
+                conn = self.root_connection(connection_timeout=2)
                 conn.close()
                 return
             except mysql.connector.Error as exc:
                 last_error = exc
                 time.sleep(0.1)
         raise ServerStartError(f"server not ready after {timeout}s ({last_error}): {self.tail_log()}")
+
+    def root_connection(self, **options: Any) -> Any:
+        return mysql.connector.connect(
+            host=self.host, port=self.port, user="root", password=self.root_password, **options
+        )
 
     def tail_log(self) -> str:
         try:
@@ -274,7 +279,7 @@ class PrivateServer:
         self.start(timeout)
 
     def version(self) -> str:
-        conn = mysql.connector.connect(host=self.host, port=self.port, user="root", password="")
+        conn = self.root_connection()
         try:
             cur: Any = conn.cursor()
             cur.execute("SELECT VERSION()")

@@ -15,7 +15,11 @@ GET and PUT /_control/quota (the account quota, its throttled count, a sandbox a
 ses_quota), GET and PUT /_control/outage ({"kind": "503"}, {"kind": "refused"}, {"kind": null} ends it).
 The control paths are served on the endpoint's port, and on a control port of their own when one is
 asked for (`control_port`): a "refused" outage closes the endpoint's port, so only the control port
-can end it.
+can end it. Every control request carries `Authorization: Bearer TOKEN` (SesEndpoint.control_token,
+generated at start unless one is given; 401 without it): anyone on the machine reaches loopback, and
+the control paths read every message accepted and change what the endpoint does. The SES paths check
+only that a request is signed, as SES checks its SigV4 signature: any credentials will do, as against
+any local stand-in for SES.
 
 An outage, in this process (SesEndpoint.outage): `"503"` answers every SendEmail and GetAccount 503
 ServiceUnavailable (the whole endpoint is down; a fault rule fails chosen sends only, and an "error"
@@ -25,14 +29,18 @@ refused connection; `None` ends it. `requests_between(start, end)` counts the
 SendEmail requests that reached the endpoint (a refused connection never does).
 
 Run standalone: python -m email_outbox_devtools.ses_endpoint --port 4579 [--control-port 4580]
+--control-token-file PATH (the token is written there, mode 0600, not printed).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hmac
 import json
+import os
 import random
+import secrets
 import socket
 import struct
 import threading
@@ -41,6 +49,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from email_outbox_devtools.ses_quota import AccountQuota
@@ -48,6 +57,7 @@ from email_outbox_devtools.ses_quota import AccountQuota
 SEND_EMAIL_PATH = "/v2/email/outbound-emails"
 GET_ACCOUNT_PATH = "/v2/email/account"
 GET_TENANT_PATH = "/v2/email/tenants/get"
+CONTROL_PREFIX = "/_control/"
 # SESv2's tenant sending statuses (GetTenant SendingStatus).
 TENANT_STATUSES = ("ENABLED", "REINSTATED", "DISABLED")
 
@@ -124,6 +134,8 @@ class EndpointState:
     outage: Callable[[], str | None] = lambda: None
     # True where a "refused" outage may be started from: a control port of its own stays open.
     can_refuse: bool = False
+    # What every control request's `Authorization: Bearer` must carry.
+    control_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     # SES tenants this endpoint knows: name -> SendingStatus (GetTenant). A send naming a DISABLED
     # tenant, or one in sending_paused, is refused with 400 SendingPausedException (never recorded).
     tenants: dict[str, str] = field(default_factory=dict)
@@ -221,7 +233,26 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
+    def _control_refused(self) -> bool:
+        """A control path without the bearer token: answered 401 (and the connection closed, its body
+        unread) here."""
+        if not self.path.startswith(CONTROL_PREFIX):
+            return False
+        scheme, _, given = (self.headers.get("Authorization") or "").partition(" ")
+        expected = self.server.state.control_token
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected.encode()):
+            return False
+        self.close_connection = True
+        self._json(
+            401,
+            {"message": "the control API needs Authorization: Bearer TOKEN (SesEndpoint.control_token)"},
+            {"WWW-Authenticate": 'Bearer realm="ses-endpoint-control"', "Connection": "close"},
+        )
+        return True
+
     def do_GET(self) -> None:
+        if self._control_refused():
+            return
         state = self.server.state
         if self.path == "/_control/accepted":
             with state.lock:
@@ -275,6 +306,8 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def do_PUT(self) -> None:
+        if self._control_refused():
+            return
         if self.path == "/_control/quota":
             try:
                 self.server.state.quota.configure(json.loads(self._body() or b"{}"))
@@ -315,6 +348,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"kind": kind})
 
     def do_POST(self) -> None:
+        if self._control_refused():
+            return
         state = self.server.state
         raw = self._body()
         if self.path == "/_control/reset":
@@ -424,9 +459,19 @@ OUTAGE_RULE = FaultRule("error", status=503, code="ServiceUnavailable")
 class SesEndpoint:
     """The endpoint in a background thread of this process."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1", control_port: int | None = None) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        control_port: int | None = None,
+        control_token: str | None = None,
+    ) -> None:
         self.server = _Server((host, port), _Handler)
         self.server.state = EndpointState()
+        if control_token is not None:
+            if not control_token:
+                raise ValueError("an empty control token would let anyone in")
+            self.server.state.control_token = control_token
         self.thread = threading.Thread(target=self.server.serve_forever, name="ses-endpoint", daemon=True)
         self.outage_kind: str | None = None
         self._address = self.server.server_address[:2]
@@ -443,6 +488,14 @@ class SesEndpoint:
     @property
     def state(self) -> EndpointState:
         return self.server.state
+
+    @property
+    def control_token(self) -> str:
+        """The bearer token every control request must carry."""
+        return self.state.control_token
+
+    def control_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.control_token}"}
 
     @property
     def url(self) -> str:
@@ -549,6 +602,15 @@ class SesEndpoint:
         self.stop()
 
 
+def write_secret(path: Path, text: str) -> None:
+    """`text` in a file only its owner may read, created that way (never world-readable, not even for a
+    moment), replacing what was there."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="local SESv2 SendEmail endpoint")
     parser.add_argument("--host", default="127.0.0.1")
@@ -561,14 +623,25 @@ def main() -> None:
         type=int,
         help="the control paths on a port of their own too (a refused outage needs it)",
     )
+    parser.add_argument(
+        "--control-token-file",
+        required=True,
+        type=Path,
+        help="where to write the control API's bearer token (mode 0600; it is never printed)",
+    )
     args = parser.parse_args()
     endpoint = SesEndpoint(args.port, args.host, control_port=args.control_port)
+    write_secret(args.control_token_file, endpoint.control_token)
     quota = {"max_send_rate": args.max_send_rate, "max_24_hour_send": args.max_24_hour_send}
     endpoint.set_quota(**{k: v for k, v in quota.items() if v is not None})
     if args.latency:
         endpoint.set_faults(FaultRule("latency", seconds=args.latency))
     endpoint.start()
-    print(f"SES endpoint listening on {endpoint.url}, control on {endpoint.control_url}", flush=True)
+    print(
+        f"SES endpoint listening on {endpoint.url}, control on {endpoint.control_url}"
+        f" (bearer token in {args.control_token_file})",
+        flush=True,
+    )
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

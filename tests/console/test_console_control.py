@@ -1,4 +1,4 @@
-"""The console and issue 26: the priority in the lists and its filter, the cancel action on Pending and
+"""The console and issue 26: the priority in the lists and its filter (and issue 37's tenant), the cancel action on Pending and
 Retrying emails (CSRF, a reason, the audit event naming the console user), and the email page saying
 when an email was never handed to SES (Expired, Cancelled)."""
 
@@ -28,6 +28,20 @@ def test_lists_show_the_priority_and_filter_by_it(client: TestClient, repo: Outb
     assert f'href="/emails/{urgent}"' in filtered and "digest-0" not in filtered
     assert "Pending, priority 9" in filtered
     assert client.get("/emails?status=Pending&priority=12").status_code == 400
+
+
+def test_lists_show_the_tenant_and_filter_by_it(client: TestClient, repo: OutboxRepository) -> None:
+    """Issue 37: the tenant column and its filter."""
+    repo.tenant_add("news", {"accounts": ["*"]}, "ops", "the newsletter")
+    message = {"to": ["a@example.com"], "subject": "weekly", "text": "t", "tenant": "news"}
+    weekly = repo.enqueue_message("weekly", json.dumps(message)).attempt_id
+    enqueue_many(repo, 2, prefix="plain")
+    page = client.get("/emails?status=Pending").text
+    assert '<td class="tenant">news</td>' in page and '<td class="tenant">default</td>' in page
+    filtered = client.get("/emails?status=Pending&tenant=news").text
+    assert f'href="/emails/{weekly}"' in filtered and "plain-0" not in filtered
+    assert "Pending, tenant news" in filtered
+    assert client.get("/emails?status=Pending&tenant=no%20such").status_code == 400
 
 
 def test_cancel_goes_through_the_procedure_with_csrf_and_a_reason(

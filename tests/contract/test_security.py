@@ -20,6 +20,8 @@ from email_outbox.schema.grants import (
     Account,
     grant_statements,
 )
+from email_outbox.version import PACKAGE_VERSION
+from email_outbox.worker.startup import SCHEMA_RELEASE_WARNING
 from email_outbox_devtools.ses_endpoint import SesEndpoint
 from tests.support.harness import TestServer
 from tests.support.helpers import enqueue_many, token
@@ -57,8 +59,13 @@ WRITES = (
 def test_grant_print_shows_exactly_the_role(dsn: DatabaseDsn, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["grant", "worker", "w@10.0.0.%", "--dsn", dsn.url(), "--print"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(WORKER_PROCEDURES)
-    assert all(line.startswith("GRANT EXECUTE ON PROCEDURE") and "'w'@'10.0.0.%'" in line for line in lines)
+    assert len(lines) == len(WORKER_PROCEDURES) + 1
+    assert all("'w'@'10.0.0.%'" in line for line in lines)
+    assert sum(line.startswith("GRANT EXECUTE ON PROCEDURE") for line in lines) == len(WORKER_PROCEDURES)
+    # The one table a worker reads: the release that migrated the database, for its start-up warning.
+    assert [line for line in lines if line.startswith("GRANT SELECT")] == [
+        f"GRANT SELECT ON `{dsn.database}`.`email_outbox_release` TO 'w'@'10.0.0.%';"
+    ]
     operator = grant_statements("operator", Account.parse("ops"), "outbox")
     # the outbox and its attachments, the allow-list, the configuration sets a message may name, and
     # provider events, delivery status, the suppression list, and the release that migrated the database
@@ -91,6 +98,40 @@ def test_worker_account_runs_the_worker_and_nothing_else(
         result = account(repo, endpoint, 20)
     assert result.by_status[Status.SENT] == 20
     assert "differ from this release" not in proc.log(), "no false drift warning for an EXECUTE-only account"
+    assert SCHEMA_RELEASE_WARNING not in proc.log(), "the schema is this package's release"
+    assert "could not read the database's schema release" not in proc.log()
+
+
+def test_a_worker_warns_once_when_the_schema_release_is_not_the_package_s(
+    accounts: dict[str, DatabaseDsn],
+    server: TestServer,
+    dsn: DatabaseDsn,
+    repo: OutboxRepository,
+    tmp_path: Path,
+) -> None:
+    """A database migrated by 0.1.9 (its release row says so) under this package: the worker on a
+    granted worker account reads the row, says both versions once in one WARNING, and delivers."""
+    conn = server.admin_connection(dsn.database)
+    cursor = conn.cursor()
+    cursor.execute("SELECT contract_version FROM email_outbox_release WHERE id = 1")
+    ((recorded,),) = cursor.fetchall()
+    cursor.execute("UPDATE email_outbox_release SET contract_version = '0.1.9' WHERE id = 1")
+    try:
+        with SesEndpoint() as endpoint:
+            proc = spawn_worker(accounts["worker"], endpoint.url, tmp_path, "old-schema")
+            try:
+                enqueue_many(repo, 3, prefix="old-schema")
+                wait_until(lambda: drained(repo), 60, "the worker to deliver under the older schema")
+            finally:
+                assert proc.terminate() == 0
+        warnings = [line for line in proc.log().splitlines() if SCHEMA_RELEASE_WARNING in line]
+        assert len(warnings) == 1, proc.log()
+        assert "WARNING" in warnings[0]
+        assert "0.1.9" in warnings[0] and PACKAGE_VERSION in warnings[0]
+        assert "email-outbox migrate" in warnings[0]
+    finally:
+        cursor.execute("UPDATE email_outbox_release SET contract_version = %s WHERE id = 1", (recorded,))
+        conn.close()
 
 
 def test_a_worker_account_missing_a_procedure_of_this_release_refuses_to_start_and_names_it(

@@ -8,6 +8,7 @@ audit event names the person beside the database account the server records.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
@@ -44,6 +45,9 @@ NOTICES = {
     "breaker-closed": "Provider breaker closed: every worker sends again at its next claim.",
     "breaker-was-closed": "Nothing changed: the provider breaker was not open.",
 }
+
+# SES's rule for a tenant name, as the procedures check it (email_internal_check_tenant_name).
+TENANT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def _environment() -> Environment:
@@ -161,6 +165,9 @@ async def email_list(request: Request) -> Response:
         priority = int(params["priority"]) if params.get("priority") else None
         if priority is not None and not 0 <= priority <= 9:
             raise InvalidInput("priority must be 0 to 9")
+        tenant = params.get("tenant") or None
+        if tenant is not None and not TENANT_NAME.fullmatch(tenant):
+            raise InvalidInput("tenant must be 1 to 64 of A-Za-z0-9_-")
         if len(q) > MAX_SEARCH_CHARS:
             raise InvalidInput(f"search text is limited to {MAX_SEARCH_CHARS} characters")
         if by not in ("notification_id", "recipient"):
@@ -175,7 +182,7 @@ async def email_list(request: Request) -> Response:
         else:
             status = _status(params.get("status") or Status.UNKNOWN_OUTCOME.value)
             before = int(cursor) if cursor else None
-            page = await with_db(request, lambda r: r.list_status(status, before, limit, priority))
+            page = await with_db(request, lambda r: r.list_status(status, before, limit, priority, tenant))
     except ValueError:
         return problem(request, InvalidInput("the page cursor or limit is not valid"))
     except OutboxError as exc:
@@ -186,6 +193,8 @@ async def email_list(request: Request) -> Response:
         next_query.update({"q": q, "by": by} if q else {"status": status.value if status else ""})
         if priority is not None and not q:
             next_query["priority"] = priority
+        if tenant is not None and not q:
+            next_query["tenant"] = tenant
     return render(
         request,
         "list.html",
@@ -194,6 +203,7 @@ async def email_list(request: Request) -> Response:
         q=q,
         by=by,
         priority=priority,
+        tenant=tenant,
         next_query=next_query,
         limit=limit,
     )

@@ -34,7 +34,8 @@ MAX_PROVIDER_EVENTS = 200
 MAX_BODY_CHARS = 1_000_000
 LIST_COLUMNS = (
     "id, notification_id, to_address, subject, status, priority, attempt_count, max_attempts,"
-    " last_error_code, created_at, updated_at"
+    " last_error_code, created_at, updated_at,"
+    " (SELECT t.name FROM email_tenants t WHERE t.id = email_delivery_attempts.tenant_id) AS tenant"
 )
 
 
@@ -51,6 +52,7 @@ class ListedEmail:
     last_error_code: str | None
     created_at: datetime
     updated_at: datetime
+    tenant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,10 +180,15 @@ class ConsoleReads:
 
     # --- lists --------------------------------------------------------------------------------------
     def list_status(
-        self, status: Status, before_id: int | None, limit: int, priority: int | None = None
+        self,
+        status: Status,
+        before_id: int | None,
+        limit: int,
+        priority: int | None = None,
+        tenant: str | None = None,
     ) -> Page:
-        """One status, newest first, of one priority if given; the next page starts below the last id
-        shown."""
+        """One status, newest first, of one priority and one tenant if given; the next page starts below
+        the last id shown."""
         sql = (
             f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts"
             " FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE status = %s"
@@ -190,6 +197,9 @@ class ConsoleReads:
         if priority is not None:
             sql += " AND priority = %s"
             args.append(priority)
+        if tenant is not None:
+            sql += " AND tenant_id = (SELECT id FROM email_tenants WHERE name = %s)"
+            args.append(tenant)
         if before_id is not None:
             sql += " AND id < %s"
             args.append(before_id)

@@ -91,6 +91,12 @@ class OutboxRepository(OperatorCalls, OperatorReads, ProviderEventCalls, SendRat
             with self._cursor() as cursor:
                 cursor.execute("SET SESSION wsrep_sync_wait = 1")
 
+    def limit_row_lock_wait(self, seconds: int) -> None:
+        """Wait at most `seconds` for a row lock another session holds (innodb_lock_wait_timeout of this
+        session), then fail with the retryable 1205."""
+        with self._cursor() as cursor:
+            cursor.execute("SET SESSION innodb_lock_wait_timeout = %s", (int(seconds),))
+
     def close(self) -> None:
         self._drop_cursor()
         with suppress(mysql.connector.Error):

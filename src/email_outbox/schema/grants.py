@@ -179,6 +179,8 @@ ROLES: dict[str, tuple[str, ...]] = {
 }
 # The roles that read the tables directly.
 READER_ROLES = ("operator", "viewer", "console")
+# The release that last migrated the database: a worker warns at start when it is not this package's.
+WORKER_TABLES = ("email_outbox_release",)
 
 # user@host as MySQL spells an account; the host part defaults to '%'.
 _ACCOUNT = re.compile(r"^'?(?P<user>[^'@]{1,80})'?(?:@'?(?P<host>[^'@]{1,255})'?)?$")
@@ -221,6 +223,8 @@ def grant_statements(role: str, account: Account, database: str) -> list[str]:
     ]
     if role in READER_ROLES:
         statements += [f"GRANT SELECT ON {db}.{_quote_ident(t)} TO {account.sql()}" for t in OPERATOR_TABLES]
+    if role == "worker":
+        statements += [f"GRANT SELECT ON {db}.{_quote_ident(t)} TO {account.sql()}" for t in WORKER_TABLES]
     return statements
 
 

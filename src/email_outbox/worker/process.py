@@ -66,14 +66,7 @@ class Worker:
         self._signals = 0
         rng = rng or random.Random()
         self.database = DatabaseCalls(
-            repository_factory
-            or (
-                lambda: OutboxRepository.open(
-                    config.dsn,
-                    connect_timeout=min(5.0, config.db_read_timeout),
-                    read_timeout=config.db_read_timeout,
-                )
-            ),
+            repository_factory or (lambda: _worker_repository(config)),
             config.dsn,
             self.stats,
             rng,
@@ -228,6 +221,21 @@ def _answers(account: AccountReader) -> Callable[[], bool]:
         return True
 
     return check
+
+
+# How long a worker's statement waits for a row lock another session holds (the server's default is
+# 50 s): a service that keeps a row locked in its open transaction holds up that call for this long at
+# most, and the call then fails as a retryable 1205 instead of stopping the replica's finalizes for
+# minutes (issue 37).
+ROW_LOCK_WAIT_SECONDS = 3
+
+
+def _worker_repository(config: WorkerConfig) -> OutboxRepository:
+    repo = OutboxRepository.open(
+        config.dsn, connect_timeout=min(5.0, config.db_read_timeout), read_timeout=config.db_read_timeout
+    )
+    repo.limit_row_lock_wait(ROW_LOCK_WAIT_SECONDS)
+    return repo
 
 
 class _LazyAccount:

@@ -8,14 +8,16 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from email_outbox.db.durability import server_durability_risks
-from email_outbox.errors import ConfigError, DatabaseUnavailable, SchemaNotInstalled
+from email_outbox.errors import AccessDenied, ConfigError, DatabaseUnavailable, SchemaNotInstalled
 from email_outbox.schema.grants import WORKER_PROCEDURES
 from email_outbox.schema.routines import check_drift
+from email_outbox.version import FIRST_RECORDING_RELEASE, SchemaRelease
 from email_outbox.worker.config import WorkerConfig
 from email_outbox.worker.database import DatabaseCalls
 from email_outbox.worker.stats import WorkerStats
 
 if TYPE_CHECKING:
+    from email_outbox.db.repository import OutboxRepository
     from email_outbox.metrics_server import MetricsServer
 
 log = logging.getLogger("email_outbox.worker")
@@ -63,6 +65,34 @@ def check_schema(database: DatabaseCalls, config: WorkerConfig) -> None:
     except Exception as exc:  # the check is advice; an account without metadata access still runs
         log.warning("could not compare installed procedures", extra={"error": str(exc)})
     warn_durability(repo.connection)
+    warn_schema_release(repo)
+
+
+# Fixed text, as `status` says it (SchemaRelease.describe): alerts match the message, the versions are in
+# its fields.
+SCHEMA_RELEASE_WARNING = "database schema release differs from this package's"
+
+
+def warn_schema_release(repo: OutboxRepository) -> None:
+    """One WARNING when the release that last migrated the database is older or newer than this
+    package: an older schema lacks what this worker may call, a newer one may have changed it."""
+    try:
+        release = SchemaRelease(repo.schema_release())
+    except AccessDenied:
+        log.warning(
+            "could not read the database's schema release",
+            extra={"error": "email_outbox_release not granted: run `email-outbox grant worker` again"},
+        )
+        return
+    if release.state != "current":
+        log.warning(
+            SCHEMA_RELEASE_WARNING,
+            extra={
+                "schema_release": release.database or f"before {FIRST_RECORDING_RELEASE}",
+                "package_version": release.package,
+                "detail": release.describe(),
+            },
+        )
 
 
 def warn_durability(connection: Any) -> None:
