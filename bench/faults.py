@@ -53,7 +53,7 @@ import mysql.connector
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.worker.database import TRANSIENT_RETRY_MESSAGE
 from email_outbox_devtools.localdb import migrate_for_local_use
-from email_outbox_devtools.netns_galera import PORT, SUBNET, NetnsGalera, NetnsSemiSyncPair, missing_parts
+from email_outbox_devtools.netns_galera import PORT, NetnsGalera, NetnsSemiSyncPair, missing_parts
 from email_outbox_devtools.ses_endpoint import FaultRule, SesEndpoint
 from email_outbox_devtools.worker_process import WorkerProcess, spawn_worker
 
@@ -140,8 +140,9 @@ class FaultRun:
         )
         # The application's and the workers' account, with no global privilege, as in production (the
         # procedures still run with their definer's rights: a DSN never uses a read-only host).
-        cur.execute(f"CREATE USER IF NOT EXISTS '{APP_USER}'@'{SUBNET}.%' IDENTIFIED BY ''")
-        cur.execute(f"GRANT ALL PRIVILEGES ON {DATABASE}.* TO '{APP_USER}'@'{SUBNET}.%'")
+        subnet = self.cluster.subnet
+        cur.execute(f"CREATE USER IF NOT EXISTS '{APP_USER}'@'{subnet}.%' IDENTIFIED BY ''")
+        cur.execute(f"GRANT ALL PRIVILEGES ON {DATABASE}.* TO '{APP_USER}'@'{subnet}.%'")
         conn.close()
         migrate_for_local_use(self.dsn(list(range(len(self.cluster.nodes))), user="root"))
         conn = self.connect(0)

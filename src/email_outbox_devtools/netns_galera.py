@@ -3,7 +3,7 @@ in a network namespace of their own, so that a fault run (bench/faults.py) can c
 peers and heal it, pause a node, kill every node and bring the cluster back as docs/operations.md
 says, or fail the pair over.
 
-The namespaces hang off one bridge in the host's namespace with private addresses (10.39.0.0/24): the
+The namespaces hang off one bridge in the host's namespace with private addresses (10.39.N.0/24): the
 host (workers, enqueuers, the checker) reaches every node; a partition is a blackhole route between
 two nodes' addresses, so a cut-off node still answers its clients (refusing them with 1047, outside
 the Primary Component), as in a real network split. No traffic leaves this machine. Needs root and
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -28,8 +29,9 @@ import mysql.connector
 from email_outbox_devtools.dbserver import PrivateServer
 
 PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
-PREFIX = "eo39"
-SUBNET = "10.39.0"
+# Each run claims a network of its own, 10.39.N.0/24 with namespaces eoN..., so that runs on one
+# machine (a developer's beside the suite's) never meet.
+SUBNET_PREFIX = "10.39"
 PORT = 3306
 
 
@@ -44,7 +46,7 @@ def missing_parts() -> str | None:
     for tool in ("mariadb-backup", "socat"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (the state transfer needs it)"
-    probe = f"{PREFIX}probe"
+    probe = f"eoprobe{os.getpid()}"
     made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, check=False)
     if made.returncode != 0:
         return f"cannot create a network namespace: {made.stderr.strip()}"
@@ -59,11 +61,15 @@ def _ip(*args: str, ns: str | None = None, check: bool = True) -> None:
         raise RuntimeError(f"{' '.join(cmd)}: {result.stderr.strip()}")
 
 
+def _ns(net: int, index: int) -> str:
+    return f"eo{net}n{index}"
+
+
 @dataclass
 class NetNode:
     index: int
     server: PrivateServer
-    durability_args: list[str]
+    net: int
 
     @property
     def name(self) -> str:
@@ -71,11 +77,11 @@ class NetNode:
 
     @property
     def ns(self) -> str:
-        return f"{PREFIX}n{self.index}"
+        return _ns(self.net, self.index)
 
     @property
     def ip(self) -> str:
-        return f"{SUBNET}.{self.index}"
+        return f"{SUBNET_PREFIX}.{self.net}.{self.index}"
 
     def alive(self) -> bool:
         return self.server.process is not None and self.server.process.poll() is None
@@ -101,29 +107,44 @@ class NetnsGalera:
     flush_log_at_trx_commit: int = 1
     nodes: list[NetNode] = field(default_factory=list)
     cut: set[tuple[int, int]] = field(default_factory=set)
+    net: int = 0  # this run's network number, claimed by make_network
+
+    @property
+    def subnet(self) -> str:
+        return f"{SUBNET_PREFIX}.{self.net}"
 
     # --- the network ----------------------------------------------------------------------------
     def make_network(self) -> None:
-        self.remove_network()
-        bridge = f"{PREFIX}br"
+        # Claim a free network number: creating its first namespace fails when another run has it.
+        for net in random.sample(range(1, 250), 248):
+            made = subprocess.run(["ip", "netns", "add", _ns(net, 1)], capture_output=True, check=False)
+            if made.returncode == 0:
+                self.net = net
+                break
+        else:
+            raise RuntimeError("no free network number for the namespaces (ip netns list)")
+        bridge = f"eo{self.net}br"
         _ip("link", "add", bridge, "type", "bridge")
-        _ip("addr", "add", f"{SUBNET}.254/24", "dev", bridge)
+        _ip("addr", "add", f"{self.subnet}.254/24", "dev", bridge)
         _ip("link", "set", bridge, "up")
         for i in range(1, self.size + 1):
-            ns, host_end = f"{PREFIX}n{i}", f"{PREFIX}v{i}"
-            _ip("netns", "add", ns)
+            ns, host_end = _ns(self.net, i), f"eo{self.net}v{i}"
+            if i > 1:
+                _ip("netns", "add", ns)
             _ip("link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", host_end, "master", bridge)
             _ip("link", "set", host_end, "up")
-            _ip("addr", "add", f"{SUBNET}.{i}/24", "dev", "eth0", ns=ns)
+            _ip("addr", "add", f"{self.subnet}.{i}/24", "dev", "eth0", ns=ns)
             _ip("link", "set", "eth0", "up", ns=ns)
             _ip("link", "set", "lo", "up", ns=ns)
 
     def remove_network(self) -> None:
+        if not self.net:
+            return
         for i in range(1, self.size + 1):
-            _ip("netns", "del", f"{PREFIX}n{i}", check=False)
-            _ip("link", "del", f"{PREFIX}v{i}", check=False)
-        _ip("link", "del", f"{PREFIX}br", check=False)
+            _ip("netns", "del", _ns(self.net, i), check=False)
+            _ip("link", "del", f"eo{self.net}v{i}", check=False)
+        _ip("link", "del", f"eo{self.net}br", check=False)
 
     def isolate(self, index: int) -> None:
         """Cut node `index` off every other node (clients still reach it)."""
@@ -139,8 +160,8 @@ class NetnsGalera:
         pair = (min(a, b), max(a, b))
         if (action == "add") == (pair in self.cut):
             return
-        _ip("route", action, "blackhole", f"{SUBNET}.{b}/32", ns=f"{PREFIX}n{a}")
-        _ip("route", action, "blackhole", f"{SUBNET}.{a}/32", ns=f"{PREFIX}n{b}")
+        _ip("route", action, "blackhole", f"{self.subnet}.{b}/32", ns=_ns(self.net, a))
+        _ip("route", action, "blackhole", f"{self.subnet}.{a}/32", ns=_ns(self.net, b))
         if action == "add":
             self.cut.add(pair)
         else:
@@ -184,19 +205,18 @@ class NetnsGalera:
         self.make_network()
         self.base.mkdir(parents=True, exist_ok=True)
         (self.base / "bridge-root.sql").write_text(
-            f"CREATE USER IF NOT EXISTS 'root'@'{SUBNET}.%' IDENTIFIED BY '';\n"
-            f"GRANT ALL PRIVILEGES ON *.* TO 'root'@'{SUBNET}.%' WITH GRANT OPTION;\n"
+            f"CREATE USER IF NOT EXISTS 'root'@'{self.subnet}.%' IDENTIFIED BY '';\n"
+            f"GRANT ALL PRIVILEGES ON *.* TO 'root'@'{self.subnet}.%' WITH GRANT OPTION;\n"
         )
         for i in range(1, self.size + 1):
-            ns = f"{PREFIX}n{i}"
             server = PrivateServer(
                 self.base / f"node{i}",
                 port=PORT,
-                host=f"{SUBNET}.{i}",
+                host=f"{self.subnet}.{i}",
                 buffer_pool_size=None,
-                launcher=["ip", "netns", "exec", ns],
+                launcher=["ip", "netns", "exec", _ns(self.net, i)],
             )
-            self.nodes.append(NetNode(i, server, []))
+            self.nodes.append(NetNode(i, server, self.net))
         # One initialised data directory, copied: the others would only be replaced by a state
         # transfer (Galera) or start from the same empty state (the pair); initialising costs seconds.
         first = self.nodes[0].server
@@ -339,7 +359,8 @@ class NetnsSemiSyncPair(NetnsGalera):
         self._admin(
             2,
             f"CHANGE MASTER TO MASTER_HOST='{primary.ip}', MASTER_PORT={PORT}, MASTER_USER='root',"
-            " MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos",
+            # Retry each second, not each minute: the primary may still be running its init file.
+            " MASTER_PASSWORD='', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
             "START SLAVE",
         )
         self.wait_synced()
@@ -357,7 +378,22 @@ class NetnsSemiSyncPair(NetnsGalera):
                 if rows and str(rows[0][1]).upper() == "ON":
                     return
             time.sleep(0.3)
-        raise RuntimeError(f"the replica did not acknowledge the primary in {timeout}s")
+        raise RuntimeError(
+            f"the replica did not acknowledge the primary in {timeout}s: {self._replica_errors()}"
+        )
+
+    def _replica_errors(self) -> str:
+        try:
+            conn = mysql.connector.connect(host=self.nodes[1].ip, port=PORT, user="root")
+            try:
+                cur: Any = conn.cursor(dictionary=True)
+                cur.execute("SHOW SLAVE STATUS")
+                status = cur.fetchone() or {}
+            finally:
+                conn.close()
+        except mysql.connector.Error as exc:
+            return f"replica unreadable: {exc}"
+        return f"IO: {status.get('Last_IO_Error')!r}, SQL: {status.get('Last_SQL_Error')!r}"
 
     def failover(self) -> None:
         """kill -9 of the primary, then the replica promoted once it has applied all it received
