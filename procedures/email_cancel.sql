@@ -2,9 +2,9 @@
 -- it: a Pending or Retrying row, or one claimed as a reservation whose send has not started, ends
 -- Failed with last_error_code 'Cancelled', audited with who and why, and is never sent (the worker's
 -- start mark of that reservation then finds nothing). Notification ids are per enqueuing account, so
--- a service cancels only its own emails: the row the calling account enqueued (or a legacy row from
--- before ids were per account), never another account's. Operators and the console cancel any row
--- by its id with email_cancel_email. The enqueuer and operator roles may call it.
+-- a service cancels only its own emails: the row the calling account enqueued, never another
+-- account's, nor a legacy row from before accounts were recorded (whose account is unknown: any
+-- service could name it). Operators and the console cancel any row by its id with email_cancel_email. The enqueuer and operator roles may call it.
 -- Result: affected (1 cancelled; 0 when a send may be in flight or done: a started claim, Sent,
 -- UnknownOutcome; when the row is already Failed; or when the calling account has no row with that
 -- notification_id), attempt_id (NULL: no such row of the caller's), from_status (the status it was
@@ -25,8 +25,8 @@ BEGIN
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_id = NULL;
     SELECT id INTO v_id FROM email_delivery_attempts
      WHERE notification_id = p_notification_id COLLATE utf8mb4_bin
-       AND account IN (SUBSTRING_INDEX(SESSION_USER(), '@', 1), '')
-     ORDER BY account = '', id
+       AND account = SUBSTRING_INDEX(SESSION_USER(), '@', 1)
+     ORDER BY id
      LIMIT 1;
   END;
   CALL email_internal_cancel('email_cancel', v_id, p_cancelled_by, p_reason);

@@ -42,22 +42,25 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
   END IF;
 
+  -- The page's window first, then its rows from within it: the next cursor is the window's end, so a
+  -- row skipped below (its email deleted) is passed too. The window stops at v_last: every position
+  -- up to it was committed before it was read, so a sequencer committing meanwhile cannot put a row
+  -- into it. Read the other way round, an email retention deleted between the two reads moved the
+  -- LIMIT's end past a row the page never returned: a resumed cursor missed it.
+  SELECT COUNT(*), MAX(seq) INTO v_rows, v_next FROM (
+    SELECT seq FROM email_changes_feed
+     WHERE account = v_account AND seq > p_after_cursor AND seq <= v_last ORDER BY seq LIMIT p_max_rows
+  ) r;
   SELECT f.seq AS `cursor`, f.attempt_id, a.notification_id, f.source AS `change`,
          COALESCE(e.occurred_at, p.event_at) AS occurred_at, e.from_status, e.to_status,
          p.event_type, p.recipient, p.kind, p.subkind, COALESCE(e.detail, p.detail) AS detail
     FROM (SELECT seq, attempt_id, source, source_id FROM email_changes_feed
-           WHERE account = v_account AND seq > p_after_cursor AND seq <= v_last ORDER BY seq LIMIT p_max_rows) f
+           WHERE account = v_account AND seq > p_after_cursor AND seq <= COALESCE(v_next, p_after_cursor)
+           ORDER BY seq LIMIT p_max_rows) f
     JOIN email_delivery_attempts a ON a.id = f.attempt_id
     LEFT JOIN email_delivery_events e ON f.source = 'status' AND e.id = f.source_id
     LEFT JOIN email_provider_events p ON f.source = 'provider' AND p.id = f.source_id
    WHERE e.id IS NOT NULL OR p.id IS NOT NULL
    ORDER BY f.seq;
-  -- The next cursor from the same range, so a row skipped above (its email deleted) is passed too.
-  -- Both reads stop at v_last: every position up to it was committed before it was read, so a
-  -- sequencer committing meanwhile cannot put a row into this range that the first read missed.
-  SELECT COUNT(*), MAX(seq) INTO v_rows, v_next FROM (
-    SELECT seq FROM email_changes_feed
-     WHERE account = v_account AND seq > p_after_cursor AND seq <= v_last ORDER BY seq LIMIT p_max_rows
-  ) r;
   SELECT COALESCE(v_next, p_after_cursor) AS next_cursor, IF(v_rows >= p_max_rows OR v_more = 1, 1, 0) AS more;
 END

@@ -21,9 +21,7 @@ BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
-  CALL email_internal_check_tenant_name('email_tenant_add', 'name', p_name);
-  CALL email_internal_check_name('email_tenant_add', 'by', p_added_by, 191);
-  CALL email_internal_check_name('email_tenant_add', 'reason', p_reason, 500);
+  CALL email_internal_check_tenant_change('email_tenant_add', p_name, p_added_by, p_reason);
   START TRANSACTION;
   INSERT IGNORE INTO email_tenants (name, created_at, updated_at) VALUES (p_name, v_now, v_now);
   SET v_affected = ROW_COUNT();

@@ -16,9 +16,7 @@ BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
-  CALL email_internal_check_tenant_name('email_tenant_pause', 'name', p_name);
-  CALL email_internal_check_name('email_tenant_pause', 'by', p_paused_by, 191);
-  CALL email_internal_check_name('email_tenant_pause', 'reason', p_reason, 500);
+  CALL email_internal_check_tenant_change('email_tenant_pause', p_name, p_paused_by, p_reason);
   START TRANSACTION;
   UPDATE email_tenants
      SET paused_reason = 'operator', paused_at = v_now, updated_at = v_now, row_version = row_version + 1

@@ -18,9 +18,7 @@ BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
-  CALL email_internal_check_tenant_name('email_tenant_remove', 'name', p_name);
-  CALL email_internal_check_name('email_tenant_remove', 'by', p_removed_by, 191);
-  CALL email_internal_check_name('email_tenant_remove', 'reason', p_reason, 500);
+  CALL email_internal_check_tenant_change('email_tenant_remove', p_name, p_removed_by, p_reason);
   START TRANSACTION;
   SELECT id INTO v_id FROM email_tenants WHERE name = p_name FOR UPDATE;
   IF v_id = 1 THEN

@@ -20,9 +20,7 @@ BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
-  CALL email_internal_check_tenant_name('email_tenant_resume', 'name', p_name);
-  CALL email_internal_check_name('email_tenant_resume', 'by', p_resumed_by, 191);
-  CALL email_internal_check_name('email_tenant_resume', 'reason', p_reason, 500);
+  CALL email_internal_check_tenant_change('email_tenant_resume', p_name, p_resumed_by, p_reason);
   START TRANSACTION;
   SELECT paused_reason, guard_below_priority INTO v_paused, v_guard FROM email_tenants WHERE name = p_name FOR UPDATE;
   UPDATE email_tenants

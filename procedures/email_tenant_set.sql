@@ -22,9 +22,7 @@ BEGIN
     ROLLBACK;
     RESIGNAL;
   END;
-  CALL email_internal_check_tenant_name('email_tenant_set', 'name', p_name);
-  CALL email_internal_check_name('email_tenant_set', 'by', p_changed_by, 191);
-  CALL email_internal_check_name('email_tenant_set', 'reason', p_reason, 500);
+  CALL email_internal_check_tenant_change('email_tenant_set', p_name, p_changed_by, p_reason);
   START TRANSACTION;
   SELECT id INTO v_id FROM email_tenants WHERE name = p_name FOR UPDATE;
   IF v_id IS NOT NULL THEN

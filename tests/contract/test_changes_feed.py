@@ -220,3 +220,59 @@ def test_following_picks_up_a_change_committed_after_it_caught_up(
         thread.join(30)
         reader.close()
     assert not thread.is_alive()
+
+
+def test_a_consumer_paging_while_retention_deletes_emails_misses_none_that_remain(
+    accounts: dict[str, DatabaseDsn], enqueuer: mysql.connector.MySQLConnection, dsn: DatabaseDsn
+) -> None:
+    """A page's rows and its next cursor come from one window of positions: an email retention deletes
+    while a page is read never shifts the window, so the cursor never passes a change not returned."""
+    ids = [int(enqueue_message(enqueuer, f"r-{i}", MESSAGE).attempt_id or 0) for i in range(300)]
+    doomed = random.Random(7).sample(ids, 150)
+    errors: list[BaseException] = []
+    deleting = threading.Event()
+    deleted = threading.Event()
+
+    def delete_emails() -> None:
+        # What email_retention does to an email: its feed rows and events go with it, in one transaction.
+        conn = connect(dsn, autocommit=False)
+        try:
+            deleting.wait(30)
+            for attempt_id in doomed:
+                cursor = conn.cursor()
+                cursor.execute("DELETE FROM email_changes_feed WHERE attempt_id = %s", (attempt_id,))
+                cursor.execute("DELETE FROM email_delivery_events WHERE attempt_id = %s", (attempt_id,))
+                cursor.execute("DELETE FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
+                cursor.close()
+                conn.commit()
+                threading.Event().wait(0.005)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            conn.close()
+            deleted.set()
+
+    deleter = threading.Thread(target=delete_emails)
+    deleter.start()
+    passes: list[set[int]] = []
+    reader = connect(accounts["enqueuer"])
+    read_changes(reader, 0, 1)  # every change has its position before the deletes start
+    deleting.set()
+    try:
+        while not deleted.is_set():  # passes from the start, each racing the deleter
+            seen: set[int] = set()
+            cursor = 0
+            while True:
+                page = read_changes(reader, cursor, 50)
+                seen.update(c.attempt_id for c in page.changes)
+                cursor = page.next_cursor
+                if not page.more and not page.changes:
+                    break
+            passes.append(seen)
+    finally:
+        reader.close()
+        deleter.join(60)
+    assert not errors, errors
+    remaining = set(ids) - set(doomed)
+    missed = [len(remaining - seen) for seen in passes]
+    assert passes and not any(missed), f"changes of emails never deleted missed, per pass: {missed}"

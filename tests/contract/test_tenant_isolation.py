@@ -67,3 +67,16 @@ def test_a_worker_waits_for_a_row_lock_a_few_seconds_at_most(
         holder.close()
     assert worker.finalize_sent(attempt_id, claim, "ses-1") == 1, "the row, once free, finalizes"
     worker.close()
+
+
+def test_rows_from_before_accounts_were_recorded_are_cancelled_by_operators_only(
+    repo: OutboxRepository,
+) -> None:
+    (attempt_id,) = enqueue_many(repo, 1, prefix="legacy")
+    cursor = repo.connection.cursor()
+    cursor.execute("UPDATE email_delivery_attempts SET account = '' WHERE id = %s", (attempt_id,))
+    cursor.close()
+    repo.connection.commit()
+    by_notification_id = repo.cancel("legacy-0", "svc", "any service could name it")
+    assert (by_notification_id.affected, by_notification_id.attempt_id) == (0, None)
+    assert repo.cancel_email(attempt_id, "operator", "by its row id").affected == 1

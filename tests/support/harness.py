@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,8 +141,15 @@ def start_test_server() -> TestServer:
 def start_private_test_server(durable: bool = False) -> TestServer:
     base = Path(tempfile.mkdtemp(prefix="email-outbox-db-"))
     private = PrivateServer(base, durable=durable)
-    private.start()
+    try:
+        private.start()
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
     name = "private " + Path(private.binary).name
     server = TestServer(name, DatabaseDsn.parse(private.dsn("mysql")), private=private)
+    # Cleanups run last first: the server stops, then its ~240 MB of files go (they filled the disk
+    # of a machine running many sessions when they stayed behind).
+    server._cleanup.append(lambda: shutil.rmtree(base, ignore_errors=True))
     server._cleanup.append(private.stop)
     return server

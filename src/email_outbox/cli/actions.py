@@ -16,7 +16,7 @@ from email_outbox.cli.common import (
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import visible, when
 from email_outbox.errors import InvalidInput, NotFound
-from email_outbox.models import Status
+from email_outbox.models import DeliveryRow, Status
 from email_outbox.operator_text import REQUEUE_WARNING, parse_duration
 
 
@@ -114,13 +114,20 @@ REDRIVE_BATCH_MAX = 1000
 def cmd_redrive(args: argparse.Namespace) -> int:
     """One Failed email SES never accepted, or all of those that failed in a time range, back to
     Pending with a fresh attempt budget (email_redrive_failed, email_redrive_failed_batch)."""
-    if (args.notification_id is None) == (args.failed_since is None):
-        raise InvalidInput("redrive takes a NOTIFICATION_ID or --failed-since, one of the two")
-    if args.notification_id is not None and (args.until or args.error_code or args.dry_run):
+    chosen = [args.notification_id is not None, args.id is not None, args.failed_since is not None]
+    if sum(chosen) != 1:
+        raise InvalidInput("redrive takes a NOTIFICATION_ID, --id or --failed-since, one of the three")
+    if not chosen[2] and (args.until or args.error_code or args.dry_run):
         raise InvalidInput("--until, --error-code and --dry-run go with --failed-since")
     if not 1 <= args.batch <= REDRIVE_BATCH_MAX:
         raise InvalidInput(f"--batch must be 1 to {REDRIVE_BATCH_MAX}")
     with open_repository(args) as repo:
+        if args.id is not None:
+            if repo.redrive_email(args.id, args.by, args.reason):
+                print(f"redrove email {args.id}: Failed -> Pending, attempts reset to 0")
+                return EXIT_OK
+            row = repo.get_row(args.id)  # NotFound says so for an unknown id
+            return _not_redriven(row)
         if args.notification_id is not None:
             return _redrive_one(repo, args.notification_id, args.by, args.reason)
         now = repo.database_time()
@@ -150,7 +157,10 @@ def _redrive_one(repo: OutboxRepository, notification_id: str, by: str, reason: 
         row = repo.get_row_by_notification_id(notification_id)
         print(f"redrove email {row.id} ({visible(notification_id)}): Failed -> Pending, attempts reset to 0")
         return EXIT_OK
-    row = repo.get_row_by_notification_id(notification_id)  # NotFound says so for an unknown id
+    return _not_redriven(repo.get_row_by_notification_id(notification_id))  # NotFound for an unknown id
+
+
+def _not_redriven(row: DeliveryRow) -> int:
     why = (
         f"it is {row.status.value}, not Failed"
         if row.status is not Status.FAILED
@@ -205,6 +215,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_dsn(p)
     p.add_argument("notification_id", nargs="?", help="one email, by the caller's notification id")
+    p.add_argument(
+        "--id", type=int, help="one email by its outbox id, whichever service enqueued it (ids can clash)"
+    )
     p.add_argument(
         "--failed-since",
         help="every such email that failed since: 'YYYY-MM-DD HH:MM:SS' (UTC) or a duration back",

@@ -402,12 +402,12 @@ class ConsoleReads:
         )
 
     def redrive(self, attempt_id: int, actor: str, reason: str) -> int:
-        """email_redrive_failed for this email: 0 unless it is Failed and SES never accepted it."""
-        rows = self.select("SELECT notification_id FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
+        """email_redrive_email for this row (by its id: another service's email with the same
+        notification id is never the one moved): 0 unless it is Failed and SES never accepted it."""
+        rows = self.select("SELECT id FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
         if not rows:
             raise NotFound(f"no email with id {attempt_id}")
-        notification_id = str(rows[0]["notification_id"])
-        return self._retrying(lambda: self.repo.redrive_failed(notification_id, actor, reason))
+        return self._retrying(lambda: self.repo.redrive_email(attempt_id, actor, reason))
 
     def _retrying(self, call: Any) -> int:
         # A deadlock rolls the call back whole; the call is guarded, so trying it again is safe.

@@ -82,6 +82,10 @@ class OperatorCalls(Calls):
             "email_redrive_failed", notification_id=notification_id, redriven_by=redriven_by, reason=reason
         )
 
+    def redrive_email(self, attempt_id: int, redriven_by: str, reason: str) -> int:
+        """email_redrive_email: the same rule by row id, whichever account enqueued it."""
+        return self._affected("email_redrive_email", id=attempt_id, redriven_by=redriven_by, reason=reason)
+
     def redrive_failed_batch(
         self,
         failed_since: datetime,

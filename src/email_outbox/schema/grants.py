@@ -105,6 +105,7 @@ OPERATOR_PROCEDURES = (
     *MAINTENANCE_PROCEDURES,
     # `email-outbox redrive` and the provider line of `status`.
     "email_redrive_failed",
+    "email_redrive_email",
     "email_redrive_failed_batch",
     "email_breaker_state",
     # `email-outbox breaker close`: a breaker a worker opened (or a replica's account opened on purpose)
@@ -159,7 +160,13 @@ VIEWER_PROCEDURES = (
 # The web console that acts: what a viewer has, and the three actions its pages offer. Not the rest of
 # the operator's set (enqueue, the allow-list, suppression, purge): a console, or its DSN file, in the
 # wrong hands cannot send mail or change who may.
-CONSOLE_ACTIONS = ("email_requeue_unknown_outcome", "email_resolve_unknown_outcome", "email_redrive_failed")
+CONSOLE_ACTIONS = (
+    "email_requeue_unknown_outcome",
+    "email_resolve_unknown_outcome",
+    "email_redrive_failed",
+    # The redrive by row id (issue 37): a console granted before it calls it once granted again.
+    "email_redrive_email",
+)
 # The console's cancel action on Pending and Retrying emails. Apart from CONSOLE_ACTIONS: a console
 # account granted before it existed keeps its other actions, and offers cancel once granted again.
 CONSOLE_CANCEL = "email_cancel_email"
