@@ -213,7 +213,7 @@ def _unconfirmed(parts: Sequence[tuple[Claim, Action]], landings: Sequence[Landi
         f"the database answered {len(landings)} rows for {len(parts)} items: no landing confirmed"
     )
     log.error(
-        "a finalize call answered a different number of rows than items; treating each as not landed",
+        f"a finalize call answered {len(landings)} rows for {len(parts)} items; treating each as not landed",
         extra={"items": len(parts), "rows": len(landings), "ids": [claim.id for claim, _ in parts]},
     )
     reconnected = any(landing.reconnected for landing in landings)
