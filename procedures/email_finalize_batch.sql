@@ -365,11 +365,21 @@ BEGIN
     COMMIT;
   END IF;
   -- The answer is built from the items themselves, one row each in their order, and only looks up
-  -- what became of each in the working table: an item the working table no longer holds (its rows are
-  -- transactional, so a rollback the call did not see can take them) is answered as not landed, never
-  -- left out, so a caller pairing rows with items by position cannot be shifted.
+  -- what became of each in the working table, by its position, row, claim and outcome: an item the
+  -- working table does not hold as given (its rows are transactional, so a rollback the call did not
+  -- see can take them, or bring back another call's) is answered as not landed, never left out and
+  -- never given another item's answer, so a caller pairing rows with items by position cannot be
+  -- shifted, and a start is never confirmed that this call did not make.
   SELECT j.seq - 1 AS seq, j.id, COALESCE(s.landed, 0) AS affected, IF(s.landed = 1, s.to_status, NULL) AS status
-    FROM JSON_TABLE(p_outcomes, '$[*]' COLUMNS (seq FOR ORDINALITY, id BIGINT PATH '$.id')) j
-    LEFT JOIN email_finalize_items s ON s.seq = j.seq - 1
+    FROM JSON_TABLE(p_outcomes, '$[*]' COLUMNS (
+           seq FOR ORDINALITY,
+           id BIGINT PATH '$.id',
+           claim_token VARCHAR(64) CHARACTER SET utf8mb4 PATH '$.claim_token',
+           outcome VARCHAR(20) CHARACTER SET utf8mb4 PATH '$.outcome')) j
+    LEFT JOIN email_finalize_items s
+           ON s.seq = j.seq - 1
+          AND s.id = j.id
+          AND s.claim_token = j.claim_token COLLATE utf8mb4_bin
+          AND s.outcome = j.outcome COLLATE utf8mb4_bin
    ORDER BY j.seq;
 END
