@@ -26,10 +26,11 @@ BEGIN
   CALL email_internal_check_name('email_erasure_key_rotate', 'reason', p_reason, 2000);
   SET v_secret = RANDOM_BYTES(32);
   CALL email_internal_begin(v_own);
+  -- Only an insert (retired = not the newest): it may wait for open enqueues, which read the keys
+  -- with a shared lock, but no enqueue waits for it.
   INSERT INTO email_outbox_keys (secret, created_at, created_by, db_account, reason)
   VALUES (v_secret, v_now, p_rotated_by, SESSION_USER(), p_reason);
   SET v_key_id = LAST_INSERT_ID(), v_secret = NULL;
-  UPDATE email_outbox_keys SET retired_at = v_now WHERE id < v_key_id AND retired_at IS NULL;
   CALL email_internal_end(v_own);
   SELECT v_key_id AS key_id, (SELECT COUNT(*) FROM email_outbox_keys) AS keys_held;
 END

@@ -3,7 +3,10 @@ ids and the suppression entries of erased addresses are HMAC-SHA256'd under, new
 
 - A new tombstone or erased-address entry is keyed by the newest key and names it (the tombstone's
   `key_id`, the entry's `#<id>:` prefix); a lookup tries every key the table still holds, so a key
-  can be added (`email-outbox erasure-key rotate`) without losing what the older keys keyed.
+  can be added (`email-outbox erasure-key rotate`) without losing what the older keys keyed. A key is
+  retired by a newer one existing, not by a column: a rotation only inserts, since updating the older
+  rows would wait for the enqueues that read them (email_internal_id_tombstoned locks them shared)
+  and queue every new enqueue behind it.
 - The 0014 secret (`email_outbox_secrets`) moves here as key 1, flagged `legacy`: entries written
   before 0.2.0 in its old form ('#' + SHA-256 of it and the address) are still found by it. The
   copy is made by the server (INSERT ... SELECT). The procedures read only `email_outbox_keys`; the
@@ -54,8 +57,6 @@ CREATE TABLE IF NOT EXISTS email_outbox_keys (
   created_by  VARCHAR(191) NOT NULL,
   db_account  VARCHAR(300) NOT NULL,
   reason      VARCHAR(2000) NOT NULL,
-  -- When a newer key replaced it for writing; it is still read until it is dropped.
-  retired_at  DATETIME(6) NULL,
   PRIMARY KEY (id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci
 """

@@ -113,12 +113,10 @@ def upgraded(fresh_dsn: DatabaseDsn) -> Iterator[OutboxRepository]:
     repo.close()
 
 
-def _keys(repo: OutboxRepository) -> list[tuple[int, bytes, int, bool]]:
+def _keys(repo: OutboxRepository) -> list[tuple[int, bytes, int]]:
     return [
-        (int(i), bytes(s), int(legacy), retired is not None)
-        for i, s, legacy, retired in rows(
-            repo, "SELECT id, secret, legacy, retired_at FROM email_outbox_keys ORDER BY id"
-        )
+        (int(i), bytes(s), int(legacy))
+        for i, s, legacy in rows(repo, "SELECT id, secret, legacy FROM email_outbox_keys ORDER BY id")
     ]
 
 
@@ -126,7 +124,7 @@ def test_what_an_older_key_keyed_still_matches_after_a_rotation_and_new_entries_
     upgraded: OutboxRepository, fresh_dsn: DatabaseDsn, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = upgraded
-    assert _keys(repo) == [(1, LEGACY_SECRET, 1, False)], "the 0014 secret, moved by the server"
+    assert _keys(repo) == [(1, LEGACY_SECRET, 1)], "the 0014 secret, moved by the server"
     # Before the rotation: a keyed tombstone and an erased address under key 1.
     _tombstone(repo, "welcome:ann@example.com")
     assert rows(
@@ -143,8 +141,8 @@ def test_what_an_older_key_keyed_still_matches_after_a_rotation_and_new_entries_
         == 0
     )
     assert "erasure key 2" in capsys.readouterr().out
-    (_, _, _, retired), (new_id, new_secret, new_legacy, new_retired) = _keys(repo)
-    assert (retired, new_id, new_legacy, new_retired) == (True, 2, 0, False)
+    (_, _, _), (new_id, new_secret, new_legacy) = _keys(repo)
+    assert (new_id, new_legacy) == (2, 0)
     assert new_secret != LEGACY_SECRET and len(new_secret) == 32
 
     # A new tombstone uses key 2 (first: retention stops at the first young row by id).
@@ -174,7 +172,7 @@ def test_what_an_older_key_keyed_still_matches_after_a_rotation_and_new_entries_
 def test_the_batch_claim_finds_an_erased_address_under_each_key_held(upgraded: OutboxRepository) -> None:
     repo = upgraded
     repo.rotate_erasure_key("ops", "test")
-    (_, old, _, _), (_, new, _, _) = _keys(repo)
+    (_, old, _), (_, new, _) = _keys(repo)
     legacy = "#" + hashlib.sha256(LEGACY_SECRET.hex().upper().encode() + b":eve@example.com").hexdigest()
     for listed in (_erased_form(1, old, "eve@example.com"), _erased_form(2, new, "eve@example.com"), legacy):
         assert _suppressed_at_claim(repo, "Eve@example.COM", listed), listed
