@@ -5,11 +5,9 @@ keeps landing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import mysql.connector
-import pytest
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
@@ -22,13 +20,14 @@ from tests.support.worker_harness import account, counts, spawn_worker, wait_unt
 LEASE = {"lease_seconds": 60, "ses_connect_timeout": 1, "ses_read_timeout": 10}
 
 
-@pytest.fixture
-def endpoint() -> Iterator[SesEndpoint]:
-    with SesEndpoint() as ep:
-        yield ep
-
-
 def test_a_locked_row_holds_up_its_own_finalize_only(
+    dsn: DatabaseDsn, repo: OutboxRepository, tmp_path: Path
+) -> None:
+    with SesEndpoint() as endpoint:
+        _send_one_locked_and_twenty_free(dsn, repo, endpoint, tmp_path)
+
+
+def _send_one_locked_and_twenty_free(
     dsn: DatabaseDsn, repo: OutboxRepository, endpoint: SesEndpoint, tmp_path: Path
 ) -> None:
     locked_id = repo.enqueue("locked-0", "locked@example.com", "locked", text_body="hello").attempt_id

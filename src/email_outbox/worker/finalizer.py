@@ -87,7 +87,7 @@ class Finalizer:
             failpoints.hit("before_finalize")
             failpoints.hit_soon("during_finalize")
         report = ((claim, action),) if following is None else ((claim, action), (following, START))
-        landings = self._group.submit(report)
+        landings: Sequence[Landing] = self._group.submit(report)
         if following is not None and landings[0].met_lock:
             # The slot waits for its locked row: the reservation it would send next goes back (fenced;
             # its start, landed or not, was not sent), so that row waits for no lock either.
