@@ -8,7 +8,9 @@
 -- Result: affected (1 cancelled; 0 when a send may be in flight or done: a started claim, Sent,
 -- UnknownOutcome; when the row is already Failed; or when the calling account has no row with that
 -- notification_id), attempt_id (NULL: no such row of the caller's), from_status (the status it was
--- cancelled from).
+-- cancelled from). The answer says nothing of the suppression list: a row that ended Failed
+-- 'Suppressed' without being handed to SES is cancelled as the due row it was (1, from_status Pending
+-- or Retrying, last_error_code 'Cancelled'; email_internal_cancel).
 CREATE PROCEDURE email_cancel(
   IN p_notification_id TEXT CHARACTER SET utf8mb4,
   IN p_cancelled_by TEXT CHARACTER SET utf8mb4,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import json
 import os
 import re
 import socket
@@ -1005,3 +1006,43 @@ def test_overview_names_a_durability_setting_that_can_lose_commits(
         assert all(f"{r.setting}={r.value}" in cell.group(2) for r in risks)
     else:
         assert (cell.group(1), cell.group(2)) == ("", "no setting known to lose commits")
+
+
+def test_overview_shows_each_tenant_its_due_rows_sends_and_why_it_is_paused(
+    client: TestClient, repo: OutboxRepository
+) -> None:
+    repo.tenant_add("news", {"accounts": ["*"]}, "ops", "newsletter")
+    repo.tenant_add("codes", {"accounts": ["*"]}, "ops", "one-time codes")
+    for i in range(3):
+        message = {"to": [f"n{i}@example.com"], "subject": "s", "text": "t", "tenant": "news"}
+        repo.enqueue_message(f"news-{i}", json.dumps(message))
+    sent = repo.enqueue_message(
+        "codes-0", json.dumps({"to": ["c@example.com"], "subject": "s", "text": "t", "tenant": "codes"})
+    ).attempt_id
+    assert sent is not None
+    claim = "tok-codes"
+    assert repo.try_claim(sent, claim, "worker-t", 60) == 1
+    assert repo.finalize_sent(sent, claim, "ses-tenant-1") == 1
+    assert repo.tenant_pause("news", "ops", "list complaint") == 1
+    # SES's events of the last day for codes: 8 sends, 2 permanent bounces, 1 complaint.
+    cursor = repo.connection.cursor()
+    cursor.execute(
+        "INSERT INTO email_tenant_event_hours (tenant_id, hour_at, sends, permanent_bounces, complaints)"
+        " SELECT id, DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%d %H:00:00'), 8, 2, 1 FROM email_tenants"
+        " WHERE name = 'codes'"
+    )
+    cursor.close()
+    page = client.get("/")
+    assert page.status_code == 200
+    rows = {
+        name: dict(re.findall(r'<td class="tenant-([\w-]+)[^"]*">([^<]*)</td>', body))
+        for name, body in re.findall(r'<tr data-tenant="([\w-]+)">(.*?)</tr>', page.text, re.S)
+    }
+    assert set(rows) == {"default", "news", "codes"}
+    assert rows["news"]["due"] == "3" and rows["news"]["held"] == "paused: operator"
+    assert rows["news"]["oldest"] != "-" and rows["news"]["sent-minute"] == "0"
+    assert rows["codes"]["due"] == "0" and rows["codes"]["held"] == "sending"
+    assert rows["codes"]["sent-minute"] == "1" and rows["codes"]["sends-24h"] == "8"
+    assert rows["codes"]["bounce"] == "25.00%" and rows["codes"]["complaint"] == "12.500%"
+    assert rows["news"]["bounce"] == "-" and rows["news"]["complaint"] == "-"
+    assert '<td class="tenant-held warn">paused: operator</td>' in page.text

@@ -104,6 +104,7 @@ def test_log_in_read_the_overview_search_open_an_email_requeue_it_and_see_the_au
     expect(page.locator('[data-status="UnknownOutcome"] .count')).to_have_text("2")
     expect(page.locator('[data-status="Sent"] .count')).to_have_text("1")
     expect(page.locator("#sent-chart rect.bar")).to_have_count(60)
+    expect(page.locator('#tenants tr[data-tenant="default"] .tenant-held')).to_have_text("sending")
 
     page.select_option("select[name=by]", "notification_id")
     page.fill("input[name=q]", "order-7781")

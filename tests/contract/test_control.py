@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import mysql.connector
 import pytest
 
 from email_outbox.db.dsn import DatabaseDsn
@@ -352,3 +353,73 @@ def test_a_redrive_never_brings_back_a_cancelled_or_expired_email(repo: OutboxRe
     for notification_id in ("gone-0", "otp"):
         assert repo.redrive_failed(notification_id, "ops", "after the outage") == 0
     assert [repo.get_row(i).status for i in (cancelled, expired)] == [Status.FAILED, Status.FAILED]
+
+
+def test_a_service_s_cancel_answers_alike_whether_or_not_the_address_is_suppressed(
+    repo: OutboxRepository, accounts: dict[str, DatabaseDsn]
+) -> None:
+    """A service learns nothing of the suppression list from its enqueue or its cancel (issue 37): an
+    email to a suppressed address (failed 'Suppressed' at its enqueue, or at the claim that found the
+    address listed since) is cancelled with the same answer, columns and warnings as one to a normal
+    address, the cancel is audited, and the email is never sent, not even after the address leaves
+    the list and an operator redrives."""
+    repo.suppression_add("gone@example.com", "ops", "hard bounce")
+    conn = mysql.connector.connect(**accounts["enqueuer"].connect_args(), autocommit=True)
+
+    def answer(sql: str, *args: object) -> tuple[tuple[str, ...], list[tuple[object, ...]], object]:
+        cursor = conn.cursor()
+        cursor.execute(sql, args)
+        columns, rows = tuple(cursor.column_names), cursor.fetchall()
+        while cursor.nextset():
+            cursor.fetchall()
+        cursor.execute("SHOW WARNINGS")
+        return columns, rows, cursor.fetchall()
+
+    def enqueue_as_service(notification_id: str, to: str) -> tuple[int, object]:
+        columns, rows, warnings = answer(
+            "CALL email_enqueue_message(%s, %s)",
+            notification_id,
+            json.dumps({"to": [to], "subject": "s", "text": "t"}),
+        )
+        ((affected, attempt_id),) = rows
+        return int(attempt_id), (columns, affected, warnings)
+
+    def cancel_as_service(notification_id: str, attempt_id: int) -> object:
+        columns, rows, warnings = answer("CALL email_cancel(%s, 'shop', 'order cancelled')", notification_id)
+        ((affected, answered_id, from_status),) = rows
+        assert answered_id == attempt_id
+        return columns, affected, from_status, warnings
+
+    try:
+        later, _ = enqueue_as_service("listed-later", "late@example.com")
+        repo.suppression_add("late@example.com", "ops", "complained")
+        assert repo.claim_batch_bounded(token(), "w", 60, 10, 1_000_000) == []
+        assert repo.get_row(later).last_error_code == "Suppressed", "failed at the claim"
+        suppressed, suppressed_enqueue = enqueue_as_service("to-suppressed", "gone@example.com")
+        normal, normal_enqueue = enqueue_as_service("to-normal", "ann@example.com")
+        assert suppressed_enqueue == normal_enqueue == (("affected", "attempt_id"), 1, [])
+        assert repo.get_row(suppressed).last_error_code == "Suppressed", "failed at its enqueue"
+        assert repo.get_row(normal).status is Status.PENDING
+
+        first = [cancel_as_service(n, i) for n, i in (("to-normal", normal), ("to-suppressed", suppressed))]
+        first.append(cancel_as_service("listed-later", later))
+        assert (
+            first[0] == first[1] == first[2] == (("affected", "attempt_id", "from_status"), 1, "Pending", [])
+        )
+        again = [cancel_as_service(n, i) for n, i in (("to-normal", normal), ("to-suppressed", suppressed))]
+        assert again[0] == again[1] == (("affected", "attempt_id", "from_status"), 0, None, [])
+    finally:
+        conn.close()
+
+    row = repo.get_row(suppressed)
+    assert (row.status, row.last_error_code) == (Status.FAILED, "Cancelled")
+    assert row.last_error_message is not None and "suppression list" in row.last_error_message
+    assert events(repo, suppressed)[-1] == ("Failed", "Failed", "shop", "cancelled: order cancelled")
+    for address in ("gone@example.com", "late@example.com"):
+        repo.suppression_remove(address, "ops", "the mailbox works again")
+    assert [repo.redrive_email(i, "ops", "after the list changed") for i in (suppressed, later, normal)] == [
+        0,
+        0,
+        0,
+    ]
+    assert repo.claim_batch_bounded(token(), "w", 60, 10, 1_000_000) == [], "none of them is ever sent"

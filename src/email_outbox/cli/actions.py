@@ -13,7 +13,6 @@ from email_outbox.cli.common import (
     open_repository,
     parse_since,
 )
-from email_outbox.db.repository import OutboxRepository
 from email_outbox.display import visible, when
 from email_outbox.errors import InvalidInput, NotFound
 from email_outbox.models import DeliveryRow, Status
@@ -71,10 +70,10 @@ def cmd_requeue(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     # By row id (email_cancel_email): an operator cancels whichever account's email it names, and
-    # --account picks one when two services used the same notification id.
+    # --account/--tenant pick one when two services used the same notification id.
     with open_repository(args) as repo:
         try:
-            target = repo.get_row_by_notification_id(args.notification_id, args.account)
+            target = repo.get_row_by_notification_id(args.notification_id, args.account, args.tenant)
         except NotFound:
             print(
                 f"not cancelled: no email with notification id {visible(args.notification_id)}",
@@ -113,12 +112,14 @@ REDRIVE_BATCH_MAX = 1000
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     """One Failed email SES never accepted, or all of those that failed in a time range, back to
-    Pending with a fresh attempt budget (email_redrive_failed, email_redrive_failed_batch)."""
+    Pending with a fresh attempt budget (email_redrive_email, email_redrive_failed_batch)."""
     chosen = [args.notification_id is not None, args.id is not None, args.failed_since is not None]
     if sum(chosen) != 1:
         raise InvalidInput("redrive takes a NOTIFICATION_ID, --id or --failed-since, one of the three")
     if not chosen[2] and (args.until or args.error_code or args.dry_run):
         raise InvalidInput("--until, --error-code and --dry-run go with --failed-since")
+    if args.notification_id is None and (args.account is not None or args.tenant is not None):
+        raise InvalidInput("--account and --tenant go with a NOTIFICATION_ID")
     if not 1 <= args.batch <= REDRIVE_BATCH_MAX:
         raise InvalidInput(f"--batch must be 1 to {REDRIVE_BATCH_MAX}")
     with open_repository(args) as repo:
@@ -129,7 +130,14 @@ def cmd_redrive(args: argparse.Namespace) -> int:
             row = repo.get_row(args.id)  # NotFound says so for an unknown id
             return _not_redriven(row)
         if args.notification_id is not None:
-            return _redrive_one(repo, args.notification_id, args.by, args.reason)
+            # The row the id names, chosen as cancel chooses it (--account, --tenant; several: refused
+            # with their row ids), then redriven by row id: never another service's row.
+            row = repo.get_row_by_notification_id(args.notification_id, args.account, args.tenant)
+            if repo.redrive_email(row.id, args.by, args.reason):
+                name = visible(args.notification_id)
+                print(f"redrove email {row.id} ({name}): Failed -> Pending, attempts reset to 0")
+                return EXIT_OK
+            return _not_redriven(repo.get_row(row.id))
         now = repo.database_time()
         since = parse_since(args.failed_since, now)
         until = parse_since(args.until, now) if args.until else None
@@ -150,14 +158,6 @@ def cmd_redrive(args: argparse.Namespace) -> int:
         f" in batches of {args.batch})"
     )
     return EXIT_OK if moved else EXIT_NOTHING
-
-
-def _redrive_one(repo: OutboxRepository, notification_id: str, by: str, reason: str) -> int:
-    if repo.redrive_failed(notification_id, by, reason):
-        row = repo.get_row_by_notification_id(notification_id)
-        print(f"redrove email {row.id} ({visible(notification_id)}): Failed -> Pending, attempts reset to 0")
-        return EXIT_OK
-    return _not_redriven(repo.get_row_by_notification_id(notification_id))  # NotFound for an unknown id
 
 
 def _not_redriven(row: DeliveryRow) -> int:
@@ -226,6 +226,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--error-code", help="with --failed-since: only emails whose last error is this code")
     p.add_argument("--dry-run", action="store_true", help="with --failed-since: count, change nothing")
     p.add_argument(
+        "--account",
+        help="the database user name that enqueued it, when several accounts used the notification id",
+    )
+    p.add_argument("--tenant", help="the tenant it was enqueued for, when several used the notification id")
+    p.add_argument(
         "--batch", type=int, default=500, help=f"Failed rows looked at per call (1 to {REDRIVE_BATCH_MAX})"
     )
     p.add_argument("--by", required=True, help="your name, written to the audit log")
@@ -241,6 +246,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--account",
         help="the database user name that enqueued it, when several accounts used the notification id",
     )
+    p.add_argument("--tenant", help="the tenant it was enqueued for, when several used the notification id")
     p.add_argument("--by", required=True, help="your name, written to the audit log")
     p.add_argument("--reason", required=True, help="why, written to the audit log")
     p.set_defaults(func=cmd_cancel)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from email_outbox.db.durability import DurabilityRisk
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import SendRateStatus
+from email_outbox.db.tenant_calls import TenantStats
 from email_outbox.errors import (
     AccessDenied,
     DatabaseUnavailable,
@@ -77,6 +78,10 @@ class Overview:
     send_rate: SendRateStatus | None = None
     # The server settings that let a crash lose a committed transition (None: not readable).
     durability: list[DurabilityRisk] | None = None
+    # Each tenant as `status` and /metrics show it (email_tenant_stats); None: not readable.
+    tenants: list[TenantStats] | None = None
+    # Emails each tenant had sent in the last minute, by tenant name (absent: none).
+    tenant_sent_last_minute: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,31 @@ class ConsoleReads:
             durability: list[DurabilityRisk] | None = self.repo.durability_risks()
         except OutboxError:
             durability = None
-        return Overview(health.now, counts, over_cap, health, per_minute, provider, send_rate, durability)
+        try:
+            tenants: list[TenantStats] | None = self.repo.tenant_stats()
+        except OutboxError:  # an account granted before email_tenant_stats existed
+            tenants = None
+        return Overview(
+            health.now,
+            counts,
+            over_cap,
+            health,
+            per_minute,
+            provider,
+            send_rate,
+            durability,
+            tenants,
+            self._tenant_sent_last_minute(health.now) if tenants else {},
+        )
+
+    def _tenant_sent_last_minute(self, now: datetime) -> dict[str, int]:
+        rows = self.select(
+            "SELECT t.name AS tenant, COUNT(*) AS n FROM email_delivery_attempts a"
+            " JOIN email_tenants t ON t.id = a.tenant_id"
+            " WHERE a.sent_at > %s - INTERVAL 1 MINUTE AND a.sent_at <= %s GROUP BY t.name LIMIT 10000",
+            (now, now),
+        )
+        return {str(r["tenant"]): int(r["n"]) for r in rows}
 
     # --- lists --------------------------------------------------------------------------------------
     def list_status(

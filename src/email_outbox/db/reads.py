@@ -52,21 +52,30 @@ class OperatorReads(Calls):
             (attempt_id,),
         )
 
-    def get_row_by_notification_id(self, notification_id: str, account: str | None = None) -> DeliveryRow:
+    def get_row_by_notification_id(
+        self, notification_id: str, account: str | None = None, tenant: str | None = None
+    ) -> DeliveryRow:
         """The row of `notification_id`; ids are per enqueuing account, so with two accounts using the
-        same id the caller must name the account (its database user name)."""
+        same id the caller names the account (its database user name) or the tenant, and a choice
+        that still leaves several is refused with their row ids: never the other service's row."""
         sql = f"SELECT {_ROW_COLUMNS}, account FROM email_delivery_attempts WHERE notification_id = %s"
         args: tuple[str, ...] = (notification_id,)
         if account is not None:
             sql += " AND account = %s"
             args += (account,)
-        rows = self._select(sql + " ORDER BY id", args)
+        if tenant is not None:
+            sql += " AND tenant_id = (SELECT id FROM email_tenants WHERE name = %s)"
+            args += (tenant,)
+        rows = self._select(sql + " ORDER BY id LIMIT 100", args)
         if not rows:
             raise NotFound(f"no email with notification id {notification_id!r}")
         if len(rows) > 1:
-            owners = ", ".join(repr(r["account"]) for r in rows)
+            owners = ", ".join(
+                f"row {r['id']} (account {r['account']!r}, tenant {r['tenant']!r})" for r in rows
+            )
             raise InvalidInput(
-                f"notification id {notification_id!r} was enqueued by several accounts ({owners}): name one with --account"
+                f"notification id {notification_id!r} names {len(rows)} emails: {owners}; name one with"
+                " --account or --tenant, or act on its row id"
             )
         return _delivery_row(rows[0])
 
