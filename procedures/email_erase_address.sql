@@ -24,7 +24,9 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_lower VARCHAR(320) CHARACTER SET utf8mb4;
-  DECLARE v_erased_key VARCHAR(65) CHARACTER SET utf8mb4;
+  DECLARE v_erased_key VARCHAR(72) CHARACTER SET utf8mb4;
+  DECLARE v_listed_key VARCHAR(72) CHARACTER SET utf8mb4;
+  DECLARE v_key_id SMALLINT UNSIGNED;
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_text LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_found INT;
@@ -82,7 +84,7 @@ BEGIN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT =
       'email_erase_address: actor and reason must not contain the address (they are kept in the audit trail)';
   END IF;
-  CALL email_internal_erased_key(p_address, v_erased_key);
+  CALL email_internal_erased_key(p_address, v_erased_key, v_listed_key);
 
   CREATE TEMPORARY TABLE IF NOT EXISTS email_erase_ids (
     kind ENUM('row', 'provider', 'suppressed', 'log') NOT NULL,
@@ -183,9 +185,9 @@ BEGIN
       IF LOCATE(v_lower COLLATE utf8mb4_bin, LOWER(v_notification_id) COLLATE utf8mb4_bin) > 0 THEN
         -- The id named the address: a retry of it is still a duplicate, as after retention; kept by
         -- its keyed hash, which a guess of the id does not confirm.
-        CALL email_internal_id_hash(v_notification_id, v_id_hash);
-        INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-        VALUES (COALESCE(v_id_account, ''), v_id_hash, DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
+        CALL email_internal_id_hash(v_notification_id, v_key_id, v_id_hash);
+        INSERT INTO email_notification_tombstones (account, id_hash, key_id, deleted_on, keep_until)
+        VALUES (COALESCE(v_id_account, ''), v_id_hash, v_key_id, DATE(v_now), DATE(v_now + INTERVAL 400 DAY))
         ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until));
       END IF;
       DELETE FROM email_attachments WHERE attempt_id = v_id;
@@ -210,7 +212,8 @@ BEGIN
   SELECT MIN(s.id) INTO v_first_entry FROM email_erase_ids x STRAIGHT_JOIN email_suppressed_addresses s ON s.id = x.id
    WHERE x.kind = 'suppressed' AND LOWER(s.address) COLLATE utf8mb4_bin = v_lower COLLATE utf8mb4_bin;
   IF v_first_entry IS NOT NULL THEN
-    IF NOT EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key = v_erased_key COLLATE utf8mb4_bin) THEN
+    -- Already there under a key held (an earlier erasure): that entry stays as it is.
+    IF v_listed_key IS NULL THEN
       UPDATE email_suppressed_addresses
          SET address_key = v_erased_key, address = '(erased)', detail = CONCAT('erased: ', p_reason)
        WHERE id = v_first_entry;

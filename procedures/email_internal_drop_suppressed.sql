@@ -20,7 +20,8 @@ BEGIN
   DECLARE v_name LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_address LONGTEXT CHARACTER SET utf8mb4;
   DECLARE v_address_key VARCHAR(320) CHARACTER SET utf8mb4;
-  DECLARE v_erased_key VARCHAR(65) CHARACTER SET utf8mb4;
+  DECLARE v_erased_key VARCHAR(72) CHARACTER SET utf8mb4;
+  DECLARE v_new_erased_key VARCHAR(72) CHARACTER SET utf8mb4;
   DECLARE v_dropped LONGTEXT CHARACTER SET utf8mb4
     DEFAULT COALESCE(JSON_EXTRACT(p_doc, '$.suppressed_recipients'), JSON_ARRAY());
   DECLARE v_new INT DEFAULT 0;
@@ -36,7 +37,7 @@ BEGIN
         SET v_item = JSON_UNQUOTE(JSON_EXTRACT(v_list, CONCAT('$[', v_i, ']')));
         CALL email_internal_split_mailbox(v_item, v_name, v_address);
         CALL email_internal_address_key(v_address, v_address_key);
-        CALL email_internal_erased_key(v_address, v_erased_key);
+        CALL email_internal_erased_key(v_address, v_new_erased_key, v_erased_key);
         IF EXISTS (SELECT 1 FROM email_suppressed_addresses
                     WHERE address_key IN (v_address_key COLLATE utf8mb4_bin, v_erased_key COLLATE utf8mb4_bin)) THEN
           SET v_list = JSON_REMOVE(v_list, CONCAT('$[', v_i, ']'));

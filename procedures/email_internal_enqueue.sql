@@ -35,7 +35,6 @@ BEGIN
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_tombstone INT DEFAULT 0;
-  DECLARE v_id_hash BINARY(32) DEFAULT NULL;
   DECLARE v_message VARCHAR(300) CHARACTER SET utf8mb4;
   DECLARE v_account VARCHAR(128) CHARACTER SET utf8mb4 DEFAULT SUBSTRING_INDEX(SESSION_USER(), '@', 1);
   DECLARE v_legacy BIGINT UNSIGNED DEFAULT NULL;
@@ -122,12 +121,7 @@ BEGIN
       -- insert, with a locking read: an insert that waited on the old row's delete succeeds only once
       -- that delete (and the tombstone written in the same transaction) has committed, which a check
       -- before the insert could miss.
-      -- Keyed (email_internal_id_hash), or a plain SHA-256 written before 0.2.0.
-      CALL email_internal_id_hash(p_notification_id, v_id_hash);
-      SELECT COUNT(*) INTO v_tombstone FROM email_notification_tombstones
-       WHERE account IN (v_account, '') AND id_hash IN (v_id_hash, UNHEX(SHA2(p_notification_id, 256)))
-         AND keep_until >= DATE(v_now)
-       LOCK IN SHARE MODE;
+      CALL email_internal_id_tombstoned(v_account, p_notification_id, DATE(v_now), v_tombstone);
       IF v_tombstone > 0 THEN
         DELETE FROM email_delivery_attempts WHERE id = p_attempt_id;
         SET v_duplicate = 1, p_attempt_id = NULL;

@@ -13,7 +13,8 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_address VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_key VARCHAR(320) CHARACTER SET utf8mb4 DEFAULT NULL;
-  DECLARE v_erased_key VARCHAR(65) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_erased_key VARCHAR(72) CHARACTER SET utf8mb4 DEFAULT NULL;
+  DECLARE v_new_erased_key VARCHAR(72) CHARACTER SET utf8mb4;
   DECLARE v_why VARCHAR(2000) CHARACTER SET utf8mb4 DEFAULT NULL;
   DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT 'Pending';
   -- Not on the list (or no such row) is the usual answer, not a condition for the caller.
@@ -21,8 +22,8 @@ BEGIN
   SET p_failed = 0;
   SELECT to_address INTO v_address FROM email_delivery_attempts WHERE id = p_id;
   CALL email_internal_address_key(v_address, v_key);
-  -- An erased address is on the list by its keyed hash only (email_erase_address).
-  CALL email_internal_erased_key(v_address, v_erased_key);
+  -- An erased address is on the list by its keyed hash only (email_erase_address), under any key held.
+  CALL email_internal_erased_key(v_address, v_new_erased_key, v_erased_key);
   SELECT LEFT(CONCAT('not sent: ', v_address, ' is on the suppression list (', reason, ': ', detail, ')'), 2000)
     INTO v_why
     FROM email_suppressed_addresses

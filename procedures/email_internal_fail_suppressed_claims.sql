@@ -9,12 +9,7 @@ CREATE PROCEDURE email_internal_fail_suppressed_claims(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
-  -- Erased addresses are on the list by keyed hash (email_internal_erased_key spells the rule); the
-  -- hash is computed per row only while there is such an entry at all.
-  DECLARE v_secret VARCHAR(64) CHARACTER SET ascii DEFAULT NULL;
-  IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key LIKE '#%') THEN
-    SELECT HEX(secret) INTO v_secret FROM email_outbox_secrets WHERE name = 'erasure';
-  END IF;
+  DECLARE v_found INT DEFAULT 0;
   CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_suppressed_ids (
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
     from_status ENUM('Pending', 'Retrying') NOT NULL,
@@ -29,14 +24,30 @@ BEGIN
     FROM email_claim_batch_rows c
          STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
          STRAIGHT_JOIN email_suppressed_addresses s
-           ON s.address_key IN (
-                CONCAT(
-                  LEFT(a.to_address, CHAR_LENGTH(a.to_address) - CHAR_LENGTH(SUBSTRING_INDEX(a.to_address, '@', -1)) - 1),
-                  '@', LOWER(SUBSTRING_INDEX(a.to_address, '@', -1))) COLLATE utf8mb4_bin,
-                CONCAT('#', SHA2(CONCAT(v_secret, ':', LOWER(a.to_address)), 256)) COLLATE utf8mb4_bin)
-  -- (one entry per row even if both keys matched)
-  ON DUPLICATE KEY UPDATE why = email_claim_suppressed_ids.why;
-  IF ROW_COUNT() > 0 THEN
+           ON s.address_key = CONCAT(
+                LEFT(a.to_address, CHAR_LENGTH(a.to_address) - CHAR_LENGTH(SUBSTRING_INDEX(a.to_address, '@', -1)) - 1),
+                '@', LOWER(SUBSTRING_INDEX(a.to_address, '@', -1))) COLLATE utf8mb4_bin;
+  SET v_found = ROW_COUNT();
+  -- Erased addresses are on the list by keyed hash under one of the keys held (one or two;
+  -- email_internal_erased_key spells the forms): computed per row and key only while there is such
+  -- an entry at all, each an index lookup.
+  IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key LIKE '#%') THEN
+    INSERT INTO email_claim_suppressed_ids (id, from_status, why)
+    SELECT c.id, c.from_status,
+           LEFT(CONCAT('not sent: ', a.to_address, ' is on the suppression list (', s.reason, ': ', s.detail, ')'), 1000)
+      FROM email_claim_batch_rows c
+           STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+           STRAIGHT_JOIN email_outbox_keys k ON TRUE  -- every key held, one or two
+           STRAIGHT_JOIN email_suppressed_addresses s
+             ON s.address_key IN (
+                  CONCAT('#', k.id, ':', SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('address:', LOWER(a.to_address))
+                                                                                                          USING utf8mb4)), 256))), 256)) COLLATE utf8mb4_bin,
+                  IF(k.legacy = 1, CONCAT('#', SHA2(CONCAT(HEX(k.secret), ':', LOWER(a.to_address)), 256)), NULL) COLLATE utf8mb4_bin)
+    -- (one entry per row even if several keys matched)
+    ON DUPLICATE KEY UPDATE why = email_claim_suppressed_ids.why;
+    SET v_found = v_found + ROW_COUNT();
+  END IF;
+  IF v_found > 0 THEN
     UPDATE email_claim_suppressed_ids x
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = x.id
        SET a.status = 'Failed',

@@ -16,14 +16,15 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_key VARCHAR(320) CHARACTER SET utf8mb4;
-  DECLARE v_erased_key VARCHAR(65) CHARACTER SET utf8mb4;
+  DECLARE v_erased_key VARCHAR(72) CHARACTER SET utf8mb4;
+  DECLARE v_new_erased_key VARCHAR(72) CHARACTER SET utf8mb4;
   DECLARE v_duplicate INT DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR 1062 SET v_duplicate = 1;
   SET p_added = 0;
   CALL email_internal_address_key(p_address, v_key);
   -- Erased (email_erase_address) is already suppressed: writing it again would put it back in clear.
-  CALL email_internal_erased_key(p_address, v_erased_key);
-  IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key = v_erased_key COLLATE utf8mb4_bin) THEN
+  CALL email_internal_erased_key(p_address, v_new_erased_key, v_erased_key);
+  IF v_erased_key IS NOT NULL THEN
     SET v_duplicate = 1;
   ELSE
     INSERT INTO email_suppressed_addresses

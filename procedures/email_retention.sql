@@ -34,6 +34,7 @@ BEGIN
   DECLARE v_account VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_notification_id VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;
   DECLARE v_id_hash BINARY(32);
+  DECLARE v_key_id SMALLINT UNSIGNED;
   DECLARE v_status VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_created DATETIME(6);
   DECLARE v_updated DATETIME(6);
@@ -152,9 +153,9 @@ BEGIN
     IF v_end = 1 THEN
       LEAVE tombstones;
     END IF;
-    CALL email_internal_id_hash(v_notification_id, v_id_hash);
-    INSERT INTO email_notification_tombstones (account, id_hash, deleted_on, keep_until)
-    VALUES (v_account, v_id_hash, DATE(v_now), DATE(v_updated + INTERVAL v_keep DAY))
+    CALL email_internal_id_hash(v_notification_id, v_key_id, v_id_hash);
+    INSERT INTO email_notification_tombstones (account, id_hash, key_id, deleted_on, keep_until)
+    VALUES (v_account, v_id_hash, v_key_id, DATE(v_now), DATE(v_updated + INTERVAL v_keep DAY))
     ON DUPLICATE KEY UPDATE keep_until = GREATEST(keep_until, VALUES(keep_until)), deleted_on = VALUES(deleted_on);
   END LOOP;
   CLOSE c_deleted;

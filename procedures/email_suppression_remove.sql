@@ -12,6 +12,7 @@ SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
   DECLARE v_key VARCHAR(320) CHARACTER SET utf8mb4;
+  DECLARE v_new_erased_key VARCHAR(72) CHARACTER SET utf8mb4;
   DECLARE v_address VARCHAR(320) CHARACTER SET utf8mb4;
   DECLARE v_was VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_affected BIGINT DEFAULT 0;
@@ -33,8 +34,9 @@ BEGIN
   SELECT address, reason INTO v_address, v_was FROM email_suppressed_addresses
    WHERE address_key = v_key COLLATE utf8mb4_bin FOR UPDATE;
   IF v_address IS NULL THEN
-    -- An erased address is on the list by its keyed hash; its entry and this log line keep no address.
-    CALL email_internal_erased_key(p_address, v_key);
+    -- An erased address is on the list by its keyed hash (under any key held); its entry and this
+    -- log line keep no address.
+    CALL email_internal_erased_key(p_address, v_new_erased_key, v_key);
     SELECT address, reason INTO v_address, v_was FROM email_suppressed_addresses
      WHERE address_key = v_key COLLATE utf8mb4_bin FOR UPDATE;
   END IF;

@@ -9,17 +9,17 @@ removing one person's address from every outbox table while it stays suppressed.
   many rows), and the run's keyset position, so each `email_retention` call continues where the last
   one stopped.
 - `email_erasures`: one row per erasure, naming the address only by its keyed hash.
-- `email_outbox_secrets`: the key of that hash, 32 random bytes made here, once per installation.
+- `email_outbox_secrets`: the key of that hash, until 0018 made keys versioned and copied it to
+  `email_outbox_keys` (where the server makes a fresh installation's key; none is made here).
   No role is granted it (the procedures read it with their definer's rights), so the operator,
   viewer and console accounts that read the other tables cannot turn an erased entry back into an
   address by hashing guesses.
 - an index on `email_suppressed_addresses.attempt_id`: retention clears the references of the rows it
   deletes (the entries stay: the addresses stay suppressed), by index, not by scanning the list.
 
-Idempotent like the others: IF NOT EXISTS, the secret and the index only when missing.
+Idempotent like the others: IF NOT EXISTS, the index only when missing.
 """
 
-import secrets
 from typing import Any
 
 from yoyo import step
@@ -30,16 +30,6 @@ __depends__ = {"0004_provider_events", "0005_messages", "0008_copy_recipient_eve
 # failing step then surfaced as `1305 SAVEPOINT sp_N does not exist` instead of its own error. The
 # steps are idempotent instead, and run outside a transaction so the server's error reaches the user.
 __transactional__ = False
-
-
-def _make_erasure_secret(conn: Any) -> None:
-    cursor = conn.cursor()
-    cursor.execute(
-        "INSERT IGNORE INTO email_outbox_secrets (name, secret, created_at) VALUES ('erasure', %s, UTC_TIMESTAMP(6))",
-        (secrets.token_bytes(32),),
-    )
-    conn.commit()
-    cursor.close()
 
 
 def _index_suppression_attempt(conn: Any) -> None:
@@ -126,6 +116,5 @@ CREATE TABLE IF NOT EXISTS email_outbox_secrets (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 """
     ),
-    step(_make_erasure_secret),
     step(_index_suppression_attempt),
 ]

@@ -229,7 +229,7 @@ def test_a_deleted_ids_enqueue_is_a_duplicate_within_the_window_and_new_after_it
     # Compact: the enqueuing account (ids are per account), a keyed hash of the id and two dates; never
     # the id (the key: tests/contract/test_review_3.py).
     account = scalar(repo, "SELECT SUBSTRING_INDEX(SESSION_USER(), '@', 1)")
-    secret = bytes(scalar(repo, "SELECT secret FROM email_outbox_secrets WHERE name = 'erasure'"))
+    secret = bytes(scalar(repo, "SELECT secret FROM email_outbox_keys ORDER BY id DESC LIMIT 1"))
     assert sorted(rows(repo, "SELECT account, id_hash FROM email_notification_tombstones")) == sorted(
         (account, hmac.new(secret, b"notification_id:" + n.encode(), hashlib.sha256).digest())
         for n in ("order-1", "order-2")
@@ -462,7 +462,7 @@ def test_other_roles_may_not_run_retention_or_erasure(
         conn = mysql.connector.connect(**account.connect_args())
         try:
             with pytest.raises(mysql.connector.Error):
-                conn.cursor().execute("SELECT * FROM email_outbox_secrets")
+                conn.cursor().execute("SELECT * FROM email_outbox_keys")
         finally:
             conn.close()
     assert int(scalar(repo, "SELECT COUNT(*) FROM email_retention_runs")) == 0

@@ -226,7 +226,7 @@ def test_a_tombstone_is_keyed_so_a_guessed_id_does_not_match_it(repo: OutboxRepo
     assert repo.retention(30, None, 1000, "retention-test").deleted == 1
     (id_hash,) = [bytes(r[0]) for r in rows(repo, "SELECT id_hash FROM email_notification_tombstones")]
     assert id_hash != hashlib.sha256(guessed.encode()).digest(), "a plain hash: a guess confirms it"
-    secret = bytes(scalar(repo, "SELECT secret FROM email_outbox_secrets WHERE name = 'erasure'"))
+    secret = bytes(scalar(repo, "SELECT secret FROM email_outbox_keys ORDER BY id DESC LIMIT 1"))
     assert id_hash == hmac.new(secret, b"notification_id:" + guessed.encode(), hashlib.sha256).digest()
     assert repo.enqueue(guessed, "ann@example.com", "s", text_body="t").attempt_id is None, (
         "still a duplicate"

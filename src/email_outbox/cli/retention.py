@@ -105,6 +105,16 @@ def cmd_erase(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_erasure_key_rotate(args: argparse.Namespace) -> int:
+    with open_repository(args) as repo:
+        key_id, held = repo.rotate_erasure_key(args.by, args.reason)
+    print(
+        f"erasure key {key_id} made by the server and used from now on; {held} keys held"
+        " (older ones still read until dropped: docs/security.md)"
+    )
+    return EXIT_OK
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "retention",
@@ -141,3 +151,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--by", required=True, help="your name, written to the audit trail")
     p.add_argument("--reason", required=True, help="why (e.g. a ticket number; not the address)")
     p.set_defaults(func=cmd_erase)
+
+    p = sub.add_parser("erasure-key", help="the keys erased addresses and deleted ids are kept by")
+    keys = p.add_subparsers(dest="erasure_key_command", required=True)
+    p = keys.add_parser("rotate", help="add a key the server makes; new tombstones and erasures use it")
+    add_dsn(p)
+    p.add_argument("--by", required=True, help="your name, written beside the key")
+    p.add_argument("--reason", required=True, help="why (e.g. a suspected exposure of a backup)")
+    p.set_defaults(func=cmd_erasure_key_rotate)

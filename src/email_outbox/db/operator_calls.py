@@ -250,6 +250,11 @@ class OperatorCalls(Calls):
             row["cutoff"],
         )
 
+    def rotate_erasure_key(self, rotated_by: str, reason: str) -> tuple[int, int]:
+        """Adds an erasure key made by the server: (its id, how many keys are held)."""
+        row = self._call("email_erasure_key_rotate", rotated_by=rotated_by, reason=reason)[0]
+        return int(row["key_id"]), int(row["keys_held"])
+
     def erase_address(self, address: str, actor: str, reason: str) -> Erasure:
         row = self._call("email_erase_address", address=address, actor=actor, reason=reason)[0]
         return Erasure(

@@ -103,6 +103,8 @@ OPERATOR_PROCEDURES = (
     "email_suppression_remove",
     "email_provider_stats",
     *MAINTENANCE_PROCEDURES,
+    # `email-outbox erasure-key rotate`: adds a key, never reads one.
+    "email_erasure_key_rotate",
     # `email-outbox redrive` and the provider line of `status`.
     "email_redrive_failed",
     "email_redrive_email",
