@@ -10,6 +10,9 @@ The policy (docs/design.md section 8):
   MySQL 8 redeploys a procedure as DROP + CREATE): reconnect and retry until the call's deadline,
   the end of the lease for a call about a claimed row; a call without a deadline (the claim) raises
   at once and its caller backs off;
+- a lock wait timeout (1205: another session holds the row) on the connection the finalizes share is
+  raised at once, never waited out there: the finalizer lands that row apart (`apart`), where a lock
+  wait is retried until the call's deadline, so one locked row holds up no other row's finalize;
 - anything else is raised.
 Pauses between tries grow exponentially with jitter, up to `max_pause`.
 """
@@ -25,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from email_outbox.db.connection import ER_WSREP_NOT_READY, mark_failed
+from email_outbox.db.connection import ER_LOCK_WAIT_TIMEOUT, ER_WSREP_NOT_READY, mark_failed
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import (
@@ -92,16 +95,30 @@ class DatabaseCalls:
         # An error that is neither a refusal nor handled by the policy may leave a connection unusable
         # (an unread result, commands out of sync): one shared by every finalize is then replaced.
         self._shared = False
+        self._waits_out_locks = False
 
     def taking_turns(self) -> DatabaseCalls:
         """The same calls under the same policy on one connection of their own, for callers that never
         call at once (the finalizer: its group commit lands one call at a time). The server then meets
         one busy connection instead of one per send slot, each woken from sleep for every call
         (docs/performance.md measures what that saves)."""
+        twin = self._twin()
+        twin._shared = True
+        return twin
+
+    def apart(self) -> DatabaseCalls:
+        """The same calls under the same policy on a short-lived connection of their own (`drop` it when
+        done), for one row whose call met another session's lock on the shared connection: a lock wait
+        there is retried until the call's deadline, holding up that row only."""
+        twin = self._twin()
+        twin._waits_out_locks = True
+        return twin
+
+    def _twin(self) -> DatabaseCalls:
         twin = DatabaseCalls(
             self.open_repository, self._dsn, self._stats, self._rng, give_up=self._give_up, policy=self.policy
         )
-        twin._local, twin._shared = _OneConnection(), True
+        twin._local = _OneConnection()
         return twin
 
     def repository(self) -> OutboxRepository:
@@ -155,7 +172,15 @@ class DatabaseCalls:
                 transient += 1
                 if exc.errno == ER_WSREP_NOT_READY:
                     self.drop(host_failed=True)
-                if transient > self.policy.transient_attempts:
+                if exc.errno == ER_LOCK_WAIT_TIMEOUT and self._shared:
+                    raise  # waited out here, it would hold up every other finalize: landed apart
+                if transient > self.policy.transient_attempts and not (
+                    exc.errno == ER_LOCK_WAIT_TIMEOUT
+                    and self._waits_out_locks
+                    and deadline is not None
+                    and time.monotonic() + pause <= deadline
+                    and not self._give_up()
+                ):
                     raise
                 log.warning(
                     TRANSIENT_RETRY_MESSAGE,

@@ -5,17 +5,23 @@ the claim, and returns the affected-row count. The finalizer retries under the o
 `DatabaseCalls`, until the end of the lease, and says what happened when it gives up: the row stays
 Processing and the lease sweep moves it to UnknownOutcome (it may have been sent), or, for a release,
 back to where it was claimed from at the next claim (it was not sent).
+
+Finalizes share one connection (the group commit's), so a row another session keeps locked must not
+hold it: a call there that meets a lock (1205, raised at once on that connection) is landed part by
+part, and a part that meets the lock again goes back to its own slot, which retries it on a short-lived
+connection of its own until its lease ends while the other slots' finalizes keep landing.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from email_outbox import failpoints
+from email_outbox.db.connection import ER_LOCK_WAIT_TIMEOUT
 from email_outbox.db.repository import OutboxRepository, finalize_alone
-from email_outbox.errors import InvalidInput, OutboxError
+from email_outbox.errors import InvalidInput, OutboxError, TransientDatabaseError
 from email_outbox.models import FinalizeItem
 from email_outbox.worker.actions import START, Action, Step, release_unsent
 from email_outbox.worker.claim import Claim
@@ -34,6 +40,11 @@ class Landing:
     affected: int = 0
     error: OutboxError | None = None
     reconnected: bool = False
+
+    @property
+    def met_lock(self) -> bool:
+        """Another session held the row: the call waited its few seconds and changed nothing."""
+        return isinstance(self.error, TransientDatabaseError) and self.error.errno == ER_LOCK_WAIT_TIMEOUT
 
 
 # How long a finalize may wait for the other rows in the send slots while sends are fast: the rows of
@@ -76,7 +87,13 @@ class Finalizer:
             failpoints.hit("before_finalize")
             failpoints.hit_soon("during_finalize")
         report = ((claim, action),) if following is None else ((claim, action), (following, START))
-        landings = self._group.submit(report)
+        landings: Sequence[Landing] = self._group.submit(report)
+        if following is not None and landings[0].met_lock:
+            # The slot waits for its locked row: the reservation it would send next goes back (fenced;
+            # its start, landed or not, was not sent), so that row waits for no lock either.
+            self.release_all([following], "its slot waits for a locked row")
+            return self._report(claim, action, self._land_apart(report[0], landings[0])), False
+        landings = self._apart_if_locked(report, landings)
         landed = self._report(claim, action, landings[0])
         if following is None:
             return landed, False
@@ -98,11 +115,37 @@ class Finalizer:
     def release_all(self, claims: Sequence[Claim], reason: str) -> None:
         """Give back reservations that will not be sent, in one call."""
         if claims:
-            action = release_unsent(reason)
-            for claim, landing in zip(
-                claims, self._group.submit(tuple((c, action) for c in claims)), strict=True
+            report = tuple((c, release_unsent(reason)) for c in claims)
+            for (claim, action), landing in zip(
+                report, self._apart_if_locked(report, self._group.submit(report)), strict=True
             ):
                 self._report(claim, action, landing)
+
+    def _apart_if_locked(self, report: Report, landings: Sequence[Landing]) -> Sequence[Landing]:
+        """Called by the slot that owns `report`, after the group commit let go of the shared connection:
+        each part that met a row lock there is retried apart."""
+        return [
+            self._land_apart(part, landing) if landing.met_lock else landing
+            for part, landing in zip(report, landings, strict=True)
+        ]
+
+    def _land_apart(self, part: tuple[Claim, Action], locked: Landing) -> Landing:
+        """One part on a short-lived connection of its own, where a lock wait is retried until its
+        lease ends: the row waits for the session that holds it, no other finalize does."""
+        claim, action = part
+        log.warning(
+            "a finalize met another session's row lock; retrying it on a connection of its own",
+            extra={**claim.context(), "step": action.step.value, "error": str(locked.error)},
+        )
+        item = _item(claim, action)
+        apart = self._database.apart()
+        try:
+            landing = _call(
+                apart, f"finalize_{action.step.value}", lambda r: finalize_alone(r, item), claim.deadline
+            )
+        finally:
+            apart.drop()
+        return replace(landing, reconnected=landing.reconnected or locked.reconnected)
 
     def _report(self, claim: Claim, action: Action, landing: Landing) -> bool:
         ctx = {**claim.context(), "claim_token": claim.token, "step": action.step.value}
@@ -155,7 +198,12 @@ class Finalizer:
             claim, action = group[0]
             item = _item(claim, action)
             return [
-                self._call(f"finalize_{action.step.value}", lambda r: finalize_alone(r, item), claim.deadline)
+                _call(
+                    self._database,
+                    f"finalize_{action.step.value}",
+                    lambda r: finalize_alone(r, item),
+                    claim.deadline,
+                )
             ]
         if len(group) == 2 and group[0][1].step is not Step.START and group[1][1].step is Step.START:
             return self._land_with_start(group[0], group[1][0])
@@ -170,8 +218,10 @@ class Finalizer:
             )
         except InvalidInput:
             # Not expected from items built here; land each alone so one cannot sink the others.
-            return [self._land([member])[0] for member in group]
+            return self._each_alone(group, reconnected=False)
         except OutboxError as exc:
+            if Landing(error=exc).met_lock:  # which row is locked is unknown: each alone finds out
+                return self._each_alone(group, reconnected=bool(losses))
             return [Landing(error=exc, reconnected=bool(losses))] * len(group)
         return [Landing(r.affected, reconnected=bool(losses)) for r in results]
 
@@ -187,21 +237,32 @@ class Finalizer:
             )
         except InvalidInput:
             # Not expected from arguments built here; land each alone so one cannot sink the other.
-            return [self._land([finalize])[0], self._land([(following, START)])[0]]
+            return self._each_alone([finalize, (following, START)], reconnected=False)
         except OutboxError as exc:
+            if Landing(error=exc).met_lock:
+                return self._each_alone([finalize, (following, START)], reconnected=bool(losses))
             return [Landing(error=exc, reconnected=bool(losses))] * 2
         return [
             Landing(result.affected, reconnected=bool(losses)),
             Landing(int(started), reconnected=bool(losses)),
         ]
 
-    def _call(self, what: str, procedure: Callable[[OutboxRepository], int], deadline: float) -> Landing:
-        losses: list[str] = []
-        try:
-            affected = self._database.call(what, procedure, deadline=deadline, losses=losses)
-        except OutboxError as exc:
-            return Landing(error=exc, reconnected=bool(losses))
-        return Landing(affected, reconnected=bool(losses))
+    def _each_alone(self, group: Sequence[tuple[Claim, Action]], *, reconnected: bool) -> list[Landing]:
+        """Each part in its own call; `reconnected`: the group's call lost its connection on the way, so
+        an earlier try of it may have landed every part."""
+        landings = [self._land([part])[0] for part in group]
+        return [replace(landing, reconnected=landing.reconnected or reconnected) for landing in landings]
+
+
+def _call(
+    database: DatabaseCalls, what: str, procedure: Callable[[OutboxRepository], int], deadline: float
+) -> Landing:
+    losses: list[str] = []
+    try:
+        affected = database.call(what, procedure, deadline=deadline, losses=losses)
+    except OutboxError as exc:
+        return Landing(error=exc, reconnected=bool(losses))
+    return Landing(affected, reconnected=bool(losses))
 
 
 def _unconfirmed(parts: Sequence[tuple[Claim, Action]], landings: Sequence[Landing]) -> list[Landing]:
