@@ -17,6 +17,14 @@ The calls:
 
     python bench/procedure_costs.py           # 300 calls of each, 75 of the batch and the 64-row reserve
     python bench/procedure_costs.py --tiny    # the form `make test` runs
+
+With --tenants N, the 8-row reserve only, counted per claimed row with the due rows in one tenant and
+spread over N (operators' tenants, weight 1 each, so one reserve takes rows from several), beside
+--terminal-rows Sent rows and 10,000 due rows in each database. A plain server on the same datadir writes every row, prints
+the plans of one tenant's read and of the probe for the next due tenant, and stops; the server is then
+restarted under callgrind for the reserves alone, so the seed costs no valgrind time:
+
+    python bench/procedure_costs.py --tenants 100 --terminal-rows 1000000 --calls 100
 """
 
 from __future__ import annotations
@@ -33,7 +41,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from costs import fill_terminal_rows
 from harness import Bench, enqueue_bulk, make_due, proc_cpu_seconds
+from tenant_share import DISCOVERY, TENANT_SCAN, add_tenant, bulk_rows
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
@@ -43,6 +53,8 @@ from email_outbox_devtools.dbserver import PrivateServer
 LEASE_SECONDS = 3600
 INLINE_BODY_BYTES = 1 << 20
 CPU_CALLS_FACTOR = 5
+# Due rows in each --tenants database, as in bench/tenant_share.py's claim at 100 tenants.
+DUE_ROWS = 10_000
 
 
 class Meter:
@@ -235,12 +247,112 @@ def run(base: Path, calls: int, under_valgrind: bool) -> list[Cost]:
         server.stop()
 
 
+@dataclass
+class TenantSeed:
+    tenants: int
+    dsn: DatabaseDsn
+    tenant_read: dict[str, object]
+    due_probe: dict[str, object]
+
+
+def seed_tenants(server: PrivateServer, bench: Bench, tenants: int, terminal: int, rows: int) -> TenantSeed:
+    """A database with `terminal` Sent rows and `rows` due rows spread evenly over `tenants` tenants
+    (one priority, so only the tenants differ), analyzed, with the plans the claim's reads get."""
+    dsn = bench.fresh_database()
+    fill_terminal_rows(server, dsn.database, terminal)
+    repo = OutboxRepository.open(dsn)
+    try:
+        for t in range(tenants):
+            add_tenant(repo, f"t{t:03d}")
+            bulk_rows(repo, f"t{t:03d}", -(-rows // tenants), 5, f"t{t}-")
+        cursor = repo.connection.cursor(dictionary=True)
+        cursor.execute("ANALYZE TABLE email_delivery_attempts")
+        cursor.fetchall()
+        cursor.execute("SELECT id FROM email_tenants WHERE name = 't000'")
+        (first,) = cursor.fetchall()
+        cursor.execute("EXPLAIN " + TENANT_SCAN.replace("%s", str(first["id"])))
+        (tenant_read,) = cursor.fetchall()
+        cursor.execute("EXPLAIN " + DISCOVERY.replace("%s", "0"))
+        (due_probe,) = cursor.fetchall()
+        cursor.close()
+    finally:
+        repo.close()
+    return TenantSeed(tenants, dsn, tenant_read, due_probe)
+
+
+def run_tenants(base: Path, spreads: list[int], terminal: int, calls: int) -> list[tuple[TenantSeed, float]]:
+    """Thousand instructions per claimed row of an 8-row reserve, for each spread of the due rows."""
+    out_prefix = base / "callgrind.out"
+    server = PrivateServer(base / "db", durable=True, buffer_pool_size=None)
+    server.extra_args = server_args(server.binary, under_valgrind=True)
+    bench = Bench(server)
+    try:
+        server.start(timeout=60)
+        seeds = [seed_tenants(server, bench, n, terminal, max(DUE_ROWS, 8 * (calls + 4))) for n in spreads]
+        server.stop()
+        server.launcher = callgrind_launcher(out_prefix)
+        server.start(timeout=600)
+        assert server.process is not None
+        meter = InstructionMeter(server.process.pid, out_prefix)
+        results = []
+        for seed in seeds:
+            repo = OutboxRepository.open(seed.dsn)
+            try:
+                meter.prepare(repo.server_version)
+                for w in range(3):
+                    _check_rows(_reserve(repo, f"warm-{w}", 8), 8)
+                meter.start()
+                for i in range(calls):
+                    _check_rows(_reserve(repo, f"t{seed.tenants}-{i}", 8), 8)
+                results.append((seed, meter.stop() / (8 * calls)))
+            finally:
+                repo.close()
+        return results
+    finally:
+        server.stop()
+
+
+def _plan(row: dict[str, object]) -> str:
+    if not row["key"]:
+        return str(row["Extra"])
+    return f"{row['type']} on {row['key']}, {row['rows']} rows estimated ({row['Extra'] or 'nothing extra'})"
+
+
+def report_tenants(results: list[tuple[TenantSeed, float]], terminal: int, calls: int) -> None:
+    print(
+        f"\nemail_reserve_batch of 8 rows, {calls} calls counted, beside {terminal:,} Sent rows: thousand"
+        " instructions per claimed row (do_command only)"
+    )
+    print(
+        "| tenants with due rows | per claimed row | vs one tenant | one tenant's read | next due tenant probe |"
+    )
+    print("|---:|---:|---:|---|---|")
+    one = results[0][1]
+    for seed, per_row in results:
+        cells = [f"{per_row:,.0f}", f"{per_row / one:.2f}x", _plan(seed.tenant_read), _plan(seed.due_probe)]
+        print(f"| {seed.tenants} | {' | '.join(cells)} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a few calls of each: proves the harness runs")
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument(
+        "--tenants", type=int, default=0, help="count the 8-row reserve per claimed row with 1 and N tenants"
+    )
+    parser.add_argument(
+        "--terminal-rows", type=int, default=0, help="Sent rows beside the due ones (--tenants)"
+    )
     args = parser.parse_args(argv)
     calls = 8 if args.tiny else args.calls
+    if args.tenants:
+        base = Path(tempfile.mkdtemp(prefix="procedure-costs-"))
+        try:
+            results = run_tenants(base, sorted({1, args.tenants}), args.terminal_rows, calls)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        report_tenants(results, args.terminal_rows, calls)
+        return 0
     valgrind = shutil.which("valgrind") is not None and shutil.which("callgrind_control") is not None
     if not valgrind:
         print("valgrind not found (apt-get install valgrind): server CPU only, no instruction counts")
