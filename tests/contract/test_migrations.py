@@ -449,3 +449,28 @@ def test_upgrade_from_before_0009_keeps_rows_and_retires_the_old_names(
         assert repo.get_row(whole).status is Status.PROCESSING
     finally:
         repo.close()
+
+
+def test_upgrade_retires_the_claims_internal_procedures_and_leaves_no_procedure_without_a_file(
+    fresh_dsn: DatabaseDsn,
+) -> None:
+    """A 0.1.0 installation still has the internal procedures its claims called; the claims are now
+    assembled from fragments, so `migrate` (0016b) drops them, and after it every installed procedure
+    is one of procedures/ (the drift report's `extra` is empty)."""
+    retired = ("email_internal_claim_rows", "email_internal_claim_batch", "email_internal_check_token")
+    migrate(fresh_dsn)
+    conn = connect(fresh_dsn)
+    try:
+        cur = conn.cursor()
+        for name in retired:
+            cur.execute(f"CREATE PROCEDURE {name}() BEGIN SELECT 1; END")
+        cur.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0016b_flat_claim'")
+        conn.commit()
+    finally:
+        conn.close()
+    assert set(retired) <= set(_routines(fresh_dsn))
+
+    report = migrate(fresh_dsn)
+    assert "0016b_flat_claim" in report.applied
+    assert not set(retired) & set(_routines(fresh_dsn))
+    assert _drift(fresh_dsn).extra == []  # type: ignore[attr-defined]
