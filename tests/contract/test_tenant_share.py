@@ -182,8 +182,9 @@ def test_the_per_row_claim_keeps_a_tenants_send_rate(repo: OutboxRepository) -> 
     assert repo.try_claim(first, token(), "w", 60) == 1
     assert repo.try_claim(second, token(), "w", 60) == 0, "one send a second: the second waits"
     assert {c.id for c in repo.claimable_candidates(10)} == set()
-    # The schedule's next send, on the server's clock: awaited, then the row is claimed.
-    next_send = "SELECT UTC_TIMESTAMP(6) >= rate_next_at FROM email_tenants WHERE id = %s"
+    # The schedule stands where its last send left it; one interval (a second) on, on the server's
+    # clock, the next send is due: awaited, then the row is claimed.
+    next_send = "SELECT UTC_TIMESTAMP(6) >= rate_next_at + INTERVAL 1 SECOND FROM email_tenants WHERE id = %s"
     while not scalar(repo, next_send, (slow,)):
         repo.connection.commit()
     assert repo.try_claim(second, token(), "w", 60) == 1
