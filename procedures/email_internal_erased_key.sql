@@ -14,6 +14,7 @@ CREATE PROCEDURE email_internal_erased_key(
 READS SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_message LONGBLOB;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET p_listed_key = NULL;
   SET p_new_key = NULL, p_listed_key = NULL;

@@ -9,6 +9,7 @@ CREATE PROCEDURE email_internal_fail_suppressed_claims(
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE v_found INT DEFAULT 0;
   CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_suppressed_ids (
     id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
@@ -40,8 +41,7 @@ BEGIN
            STRAIGHT_JOIN email_outbox_keys k ON TRUE  -- every key held, one or two
            STRAIGHT_JOIN email_suppressed_addresses s
              ON s.address_key IN (
-                  CONCAT('#', k.id, ':', SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('address:', LOWER(a.to_address))
-                                                                                                          USING utf8mb4)), 256))), 256)) COLLATE utf8mb4_bin,
+                  CONCAT('#', k.id, ':', SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('address:', LOWER(a.to_address)) USING utf8mb4)), 256))), 256)) COLLATE utf8mb4_bin,
                   IF(k.legacy = 1, CONCAT('#', SHA2(CONCAT(HEX(k.secret), ':', LOWER(a.to_address)), 256)), NULL) COLLATE utf8mb4_bin)
     -- (one entry per row even if several keys matched)
     ON DUPLICATE KEY UPDATE why = email_claim_suppressed_ids.why;

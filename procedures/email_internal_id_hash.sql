@@ -13,12 +13,12 @@ CREATE PROCEDURE email_internal_id_hash(
 READS SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET p_key_id = NULL;
   SET p_hash = NULL, p_key_id = NULL;
   IF p_notification_id IS NOT NULL THEN
     -- The pads are the key XORed with HMAC's ipad and opad (stored generated columns, migration 0018).
-    SELECT id, UNHEX(SHA2(CONCAT(outer_pad, UNHEX(SHA2(CONCAT(inner_pad, CONVERT(CONCAT('notification_id:', p_notification_id)
-                                                                                   USING utf8mb4)), 256))), 256))
+    SELECT id, UNHEX(SHA2(CONCAT(outer_pad, UNHEX(SHA2(CONCAT(inner_pad, CONVERT(CONCAT('notification_id:', p_notification_id) USING utf8mb4)), 256))), 256))
       INTO p_key_id, p_hash
       FROM email_outbox_keys ORDER BY id DESC LIMIT 1;
     IF p_key_id IS NULL THEN

@@ -12,6 +12,7 @@ CREATE PROCEDURE email_internal_id_tombstoned(
 READS SQL DATA
 SQL SECURITY DEFINER
 BEGIN
+  -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   SELECT COUNT(*) INTO p_found FROM email_notification_tombstones
    WHERE account IN (p_account, '') AND id_hash = UNHEX(SHA2(p_notification_id, 256)) AND keep_until >= p_today
    LOCK IN SHARE MODE;
@@ -20,8 +21,7 @@ BEGIN
       FROM email_outbox_keys k
            STRAIGHT_JOIN email_notification_tombstones t
              ON t.account IN (p_account, '')
-            AND t.id_hash = UNHEX(SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('notification_id:', p_notification_id)
-                                                                                                    USING utf8mb4)), 256))), 256))
+            AND t.id_hash = UNHEX(SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('notification_id:', p_notification_id) USING utf8mb4)), 256))), 256))
      WHERE t.keep_until >= p_today
      LOCK IN SHARE MODE;
   END IF;
