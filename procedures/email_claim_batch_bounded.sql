@@ -164,14 +164,11 @@ BEGIN
              c.rate_start = IF(t.send_rate IS NULL, NULL,
                                GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
                                         v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)),
-             c.day_start = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, v_now, t.day_started_at),
-             c.day_base = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, 0, t.day_count),
+             c.day_start = IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), v_now, t.day_started_at),
+             c.day_base = IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count),
              c.room = IF(t.paused_reason IS NOT NULL, 0,
-                         LEAST(p_limit,
-                               IF(t.daily_quota IS NULL, p_limit,
-                                  GREATEST(0, t.daily_quota
-                                              - IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY,
-                                                   0, t.day_count)))));
+                         LEAST(p_limit, IF(t.daily_quota IS NULL, p_limit,
+                                           GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count)))));
       UPDATE email_claim_tenants
          SET room = LEAST(room, GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, rate_start, v_now) / 1000000 * send_rate)))
        WHERE send_rate IS NOT NULL;
@@ -273,9 +270,9 @@ BEGIN
       UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
          SET t.pass = c.start_pass + c.got / c.weight,
              t.rate_next_at = IF(c.send_rate IS NULL, t.rate_next_at,
-                                 c.rate_start + INTERVAL ROUND(c.got / c.send_rate * 1000000) MICROSECOND),
-             t.day_started_at = c.day_start,
-             t.day_count = c.day_base + c.got
+                                         c.rate_start + INTERVAL ROUND(c.got / c.send_rate * 1000000) MICROSECOND),
+             t.day_count = c.day_base + c.got,
+             t.day_started_at = c.day_start
        WHERE c.got > 0;
       UPDATE email_tenant_schedule
          SET virtual_time = GREATEST(virtual_time,

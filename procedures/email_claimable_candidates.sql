@@ -1,8 +1,8 @@
 -- Due Pending/Retrying rows in claim order (highest priority first, then oldest due), with their
 -- message columns. A non-locking read: callers follow it with email_try_claim per row, whose result is
 -- the row as claimed (send that one: recipients suppressed since are left out there). UnknownOutcome
--- never appears (its claim_due_at is NULL), nor a row its tenant holds (paused, or below the
--- reputation guard's priority). Result: id, notification_id, to_address, from_address,
+-- never appears (its claim_due_at is NULL), nor a row its tenant holds (paused, below the
+-- reputation guard's priority, or at its daily quota or send rate: no send left now). Result: id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, status, attempt_count, max_attempts, next_attempt_at, body_bytes,
 -- message_options, attachment_bytes.
 CREATE PROCEDURE email_claimable_candidates(
@@ -26,6 +26,12 @@ BEGIN
          AND a.attempt_count < a.max_attempts
      AND t.paused_reason IS NULL
          AND a.claim_queue_rank <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
+         AND IF(t.daily_quota IS NULL, 1,
+                GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= UTC_TIMESTAMP(6) - INTERVAL 1 DAY), 0, t.day_count))) >= 1
+         AND (t.send_rate IS NULL
+              OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                 GREATEST(COALESCE(t.rate_next_at, UTC_TIMESTAMP(6) - INTERVAL 1 DAY),
+                                                                          UTC_TIMESTAMP(6) - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), UTC_TIMESTAMP(6)) / 1000000 * t.send_rate)) >= 1)
    ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
    LIMIT p_limit;
 END

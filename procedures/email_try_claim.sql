@@ -1,8 +1,10 @@
 -- Claim one row by id: one guarded UPDATE by primary key. Checks suppression as the batch claim does:
 -- a row whose to_address is on the suppression list ends Failed ('Suppressed') instead of being
 -- claimed; a cc, bcc or other to address suppressed since the enqueue is left out of message_options.
--- Holds a row as the batch claims do while its tenant is paused or its reputation guard holds the
--- row's priority (affected 0); it takes no share of the tenant's send rate, daily quota or pass.
+-- Holds a row as the batch claims do while its tenant is paused, its reputation guard holds the row's
+-- priority, or its daily quota or send rate leaves no send now (affected 0); a claim of a row whose
+-- tenant has a send rate or a daily quota moves its rate schedule and day's count on by one, as the
+-- batch claims do, serialised with them on the schedule's clock. It takes no share of the pass.
 -- Result: one row, affected (1 won, 0 someone else did, or it is not due, or it is not claimable at
 -- all), then the claim row shape of email_claim_batch (id, notification_id, to_address, from_address,
 -- subject, text_body, html_body, attempt_count, max_attempts, lease_expires_at, body_bytes,
@@ -24,6 +26,9 @@ BEGIN
   DECLARE v_suppressed INT DEFAULT 0;
   DECLARE v_expired_from VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_tenant_allows INT DEFAULT 0;
+  DECLARE v_tenant INT UNSIGNED DEFAULT NULL;
+  DECLARE v_limited INT DEFAULT 0;
+  DECLARE v_clock DOUBLE;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     BEGIN
@@ -63,12 +68,23 @@ BEGIN
   -- The row's tenant, by a consistent read that locks nothing (a shared lock on the tenant's row met
   -- the batch claims' updates of it in deadlocks): a pause committed before this call is seen; one
   -- committed meanwhile is as if it came just after this claim, as for a batch claim.
-  SELECT COUNT(*) INTO v_tenant_allows
+  -- A tenant with a send rate or a daily quota (v_limited) whose claimable row this read finds is
+  -- checked again under the locks below; any other call takes none of them.
+  SELECT COUNT(*), MAX(t.id), MAX(t.send_rate IS NOT NULL OR t.daily_quota IS NOT NULL)
+    INTO v_tenant_allows, v_tenant, v_limited
     FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
          STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = a.tenant_id
    WHERE a.id = p_id
+     AND a.claim_due_at <= v_now
+         AND a.attempt_count < a.max_attempts
      AND t.paused_reason IS NULL
-         AND a.claim_queue_rank <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority);
+         AND a.claim_queue_rank <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
+         AND IF(t.daily_quota IS NULL, 1,
+                GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))) >= 1
+         AND (t.send_rate IS NULL
+              OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                 GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                                          v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)) >= 1);
   BEGIN
     DECLARE CONTINUE HANDLER FOR 1568 SET v_own = 0;
     SET v_own = 1;
@@ -78,6 +94,23 @@ BEGIN
     START TRANSACTION;
   ELSE
     SAVEPOINT email_outbox_call;
+  END IF;
+  IF v_limited = 1 THEN
+    -- The batch claims' order: the schedule's clock, then the tenant's row. Two claims of one tenant
+    -- never both take its last send; the tenant's row read afresh (a locking read) under the clock.
+    SELECT virtual_time INTO v_clock FROM email_tenant_schedule WHERE id = 1 FOR UPDATE;
+    SELECT COUNT(*) INTO v_tenant_allows
+      FROM email_tenants t FORCE INDEX (PRIMARY)
+     WHERE t.id = v_tenant
+       AND t.paused_reason IS NULL
+           AND 0 <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
+           AND IF(t.daily_quota IS NULL, 1,
+                  GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))) >= 1
+           AND (t.send_rate IS NULL
+                OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                   GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                                            v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)) >= 1)
+       FOR UPDATE;
   END IF;
   -- A row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
   CALL email_internal_fail_if_suppressed(p_id, v_now, p_claimed_by, v_suppressed);
@@ -105,6 +138,16 @@ BEGIN
       FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
      WHERE a.id = p_id;
     CALL email_internal_drop_suppressed_row(p_id);
+    IF v_limited = 1 THEN
+      UPDATE email_tenants t FORCE INDEX (PRIMARY)
+         SET t.rate_next_at = IF(t.send_rate IS NULL, t.rate_next_at,
+                                         IF(t.send_rate IS NULL, NULL,
+                                            GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                     v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)) + INTERVAL ROUND(1 / t.send_rate * 1000000) MICROSECOND),
+             t.day_count = IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count) + 1,
+             t.day_started_at = IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), v_now, t.day_started_at)
+       WHERE t.id = v_tenant;
+    END IF;
   END IF;
   IF v_own = 1 THEN
     COMMIT;

@@ -156,6 +156,40 @@ def test_the_per_row_claim_holds_a_paused_or_guarded_tenants_rows_too(repo: Outb
     assert waiting == 2
 
 
+def test_the_per_row_claim_keeps_a_tenants_daily_quota(repo: OutboxRepository) -> None:
+    capped = add_tenant(repo, "capped", daily_quota=2)
+    free = add_tenant(repo, "free")
+    first, second, third = enqueue_for(repo, capped, 3, "c")
+    [other] = enqueue_for(repo, free, 1, "f")
+    assert {c.id for c in repo.claimable_candidates(10)} == {first, second, third, other}
+    assert repo.try_claim(first, token(), "w", 60) == 1
+    assert repo.try_claim(second, token(), "w", 60) == 1
+    assert {c.id for c in repo.claimable_candidates(10)} == {other}, "a tenant at its quota is not listed"
+    assert repo.try_claim(third, token(), "w", 60) == 0, "a tenant at its quota is not claimed"
+    assert repo.try_claim(other, token(), "w", 60) == 1
+    assert scalar(repo, "SELECT day_count FROM email_tenants WHERE id = %s", (capped,)) == 2
+    waiting = scalar(
+        repo,
+        "SELECT COUNT(*) FROM email_delivery_attempts WHERE id = %s AND status = 'Pending' AND attempt_count = 0",
+        (third,),
+    )
+    assert waiting == 1
+
+
+def test_the_per_row_claim_keeps_a_tenants_send_rate(repo: OutboxRepository) -> None:
+    slow = add_tenant(repo, "slow", send_rate=1.0)
+    first, second = enqueue_for(repo, slow, 2, "s")
+    assert repo.try_claim(first, token(), "w", 60) == 1
+    assert repo.try_claim(second, token(), "w", 60) == 0, "one send a second: the second waits"
+    assert {c.id for c in repo.claimable_candidates(10)} == set()
+    # The schedule stands where its last send left it; one interval (a second) on, on the server's
+    # clock, the next send is due: awaited, then the row is claimed.
+    next_send = "SELECT UTC_TIMESTAMP(6) >= rate_next_at + INTERVAL 1 SECOND FROM email_tenants WHERE id = %s"
+    while not scalar(repo, next_send, (slow,)):
+        repo.connection.commit()
+    assert repo.try_claim(second, token(), "w", 60) == 1
+
+
 def test_claims_of_one_row_keep_the_weights(repo: OutboxRepository) -> None:
     """A worker with one free slot claims one row at a time: a tenant left out of a claim keeps its
     place, so one-row claims share 3:1 as batches do."""

@@ -131,19 +131,13 @@ BEGIN
            c.next_tag = GREATEST(t.pass, v_clock) + 1 / t.weight,
            c.max_rank = {{>tenant_max_rank | tenant = t}},
            c.send_rate = t.send_rate,
-           c.rate_start = IF(t.send_rate IS NULL, NULL,
-                             GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
-                                      v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)),
-           c.day_start = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, v_now, t.day_started_at),
-           c.day_base = IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY, 0, t.day_count),
+           c.rate_start = {{>tenant_rate_start | tenant = t | now = v_now}},
+           c.day_start = {{>tenant_day_start | tenant = t | now = v_now}},
+           c.day_base = {{>tenant_day_base | tenant = t | now = v_now}},
            c.room = IF(t.paused_reason IS NOT NULL, 0,
-                       LEAST({{limit}},
-                             IF(t.daily_quota IS NULL, {{limit}},
-                                GREATEST(0, t.daily_quota
-                                            - IF(t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY,
-                                                 0, t.day_count)))));
+                       LEAST({{limit}}, {{>tenant_quota_room | tenant = t | now = v_now | limit = {{limit}}}}));
     UPDATE email_claim_tenants
-       SET room = LEAST(room, GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, rate_start, v_now) / 1000000 * send_rate)))
+       SET room = LEAST(room, {{>tenant_rate_room | rate = send_rate | rate_start = rate_start | now = v_now}})
      WHERE send_rate IS NOT NULL;
 
     -- Up to three rounds: the claim's slots go to the tenants in tag order; a tenant that had fewer
@@ -233,10 +227,7 @@ BEGIN
     -- would bank a share of all that time.
     UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
        SET t.pass = c.start_pass + c.got / c.weight,
-           t.rate_next_at = IF(c.send_rate IS NULL, t.rate_next_at,
-                               c.rate_start + INTERVAL ROUND(c.got / c.send_rate * 1000000) MICROSECOND),
-           t.day_started_at = c.day_start,
-           t.day_count = c.day_base + c.got
+           {{>tenant_take | tenant = t | rate = c.send_rate | rate_start = c.rate_start | day_start = c.day_start | day_base = c.day_base | got = c.got}}
      WHERE c.got > 0;
     UPDATE email_tenant_schedule
        SET virtual_time = GREATEST(virtual_time,
