@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from email_outbox.db.durability import DurabilityRisk
+from email_outbox.db.reads import status_filter
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import SendRateStatus
 from email_outbox.db.tenant_calls import TenantStats
@@ -218,17 +219,11 @@ class ConsoleReads:
     ) -> Page:
         """One status, newest first, of one priority and one tenant if given; the next page starts below
         the last id shown."""
+        where, args = status_filter(status, priority, tenant)
         sql = (
             f"SELECT {LIST_COLUMNS} FROM email_delivery_attempts"
-            " FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE status = %s"
+            f" FORCE INDEX (ix_email_delivery_attempts_status_id) WHERE {where}"
         )
-        args: list[Any] = [status.value]
-        if priority is not None:
-            sql += " AND priority = %s"
-            args.append(priority)
-        if tenant is not None:
-            sql += " AND tenant_id = (SELECT id FROM email_tenants WHERE name = %s)"
-            args.append(tenant)
         if before_id is not None:
             sql += " AND id < %s"
             args.append(before_id)

@@ -92,14 +92,8 @@ class OperatorReads(Calls):
         """Rows in `status`, oldest first; `since`/`older_than_seconds` filter on when the row entered
         its current state (updated_at), measured on the database clock; `priority` on the priority,
         `tenant` on the tenant's name."""
-        sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE status = %s"
-        args: list[Any] = [status.value]
-        if priority is not None:
-            sql += " AND priority = %s"
-            args.append(priority)
-        if tenant is not None:
-            sql += " AND tenant_id = (SELECT id FROM email_tenants WHERE name = %s)"
-            args.append(tenant)
+        where, args = status_filter(status, priority, tenant)
+        sql = f"SELECT {_ROW_COLUMNS} FROM email_delivery_attempts WHERE {where}"
         if since is not None:
             sql += " AND updated_at >= %s"
             args.append(since)
@@ -144,6 +138,20 @@ class OperatorReads(Calls):
             )
             for r in rows
         ]
+
+
+def status_filter(status: Status, priority: int | None, tenant: str | None) -> tuple[str, list[Any]]:
+    """The WHERE condition and its arguments for rows of one status, of one priority and one tenant
+    (by name) if given: the operators' lists and the console's pages filter alike."""
+    where = "status = %s"
+    args: list[Any] = [status.value]
+    if priority is not None:
+        where += " AND priority = %s"
+        args.append(priority)
+    if tenant is not None:
+        where += " AND tenant_id = (SELECT id FROM email_tenants WHERE name = %s)"
+        args.append(tenant)
+    return where, args
 
 
 def _delivery_row(r: dict[str, Any]) -> DeliveryRow:
