@@ -25,7 +25,16 @@ from tests.support.cluster import GaleraCluster, Node, missing_cluster_parts, st
 from tests.support.servers import MIGRATOR, MIGRATOR_PASSWORD, managed_database, query, start_server
 from tests.support.worker_harness import account, counts, drained, spawn_worker, wait_until
 
-pytestmark = pytest.mark.skipif(missing_cluster_parts() is not None, reason=str(missing_cluster_parts()))
+pytestmark = [
+    pytest.mark.skipif(missing_cluster_parts() is not None, reason=str(missing_cluster_parts())),
+    # In `make test` the Galera short fault run (tests/cluster/test_faults.py: kill -9 of every node and
+    # the documented recovery, a partition, a node paused past the lease, worker faults) proves the
+    # accounting under node loss; this soak's size and its throughput figures are for `make cluster-soak`.
+    pytest.mark.skipif(
+        "EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS" not in os.environ,
+        reason="`make cluster-soak` runs it; in `make test` the Galera fault run covers node loss",
+    ),
+]
 
 EMAILS = int(os.environ.get("EMAIL_OUTBOX_CLUSTER_SOAK_EMAILS", "300"))
 WORKERS, CONCURRENCY = 3, 4
