@@ -21,7 +21,7 @@ The calls:
 With --tenants N, the 8-row reserve only, counted per claimed row with the due rows in one tenant and
 spread over N (operators' tenants, weight 1 each, so one reserve takes rows from several), beside
 --terminal-rows Sent rows and 10,000 due rows in each database. A plain server on the same datadir writes every row, prints
-the plans of one tenant's read and of the probe for the next due tenant, and stops; the server is then
+the plans of one tenant's read and of the claim's walk of the tenants, and stops; the server is then
 restarted under callgrind for the reserves alone, so the seed costs no valgrind time:
 
     python bench/procedure_costs.py --tenants 100 --terminal-rows 1000000 --calls 100
@@ -43,7 +43,7 @@ from pathlib import Path
 
 from costs import fill_terminal_rows
 from harness import Bench, enqueue_bulk, make_due, proc_cpu_seconds
-from tenant_share import DISCOVERY, TENANT_SCAN, add_tenant, bulk_rows
+from tenant_share import TENANT_SCAN, add_tenant, bulk_rows, walk_plan
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
@@ -252,7 +252,7 @@ class TenantSeed:
     tenants: int
     dsn: DatabaseDsn
     tenant_read: dict[str, object]
-    due_probe: dict[str, object]
+    walk: str
 
 
 def seed_tenants(server: PrivateServer, bench: Bench, tenants: int, terminal: int, rows: int) -> TenantSeed:
@@ -272,8 +272,7 @@ def seed_tenants(server: PrivateServer, bench: Bench, tenants: int, terminal: in
         (first,) = cursor.fetchall()
         cursor.execute("EXPLAIN " + TENANT_SCAN.replace("%s", str(first["id"])))
         (tenant_read,) = cursor.fetchall()
-        cursor.execute("EXPLAIN " + DISCOVERY.replace("%s", "0"))
-        (due_probe,) = cursor.fetchall()
+        due_probe = walk_plan(cursor)
         cursor.close()
     finally:
         repo.close()
@@ -324,12 +323,12 @@ def report_tenants(results: list[tuple[TenantSeed, float]], terminal: int, calls
         " instructions per claimed row (do_command only)"
     )
     print(
-        "| tenants with due rows | per claimed row | vs one tenant | one tenant's read | next due tenant probe |"
+        "| tenants with due rows | per claimed row | vs one tenant | one tenant's read | the walk of the tenants |"
     )
     print("|---:|---:|---:|---|---|")
     one = results[0][1]
     for seed, per_row in results:
-        cells = [f"{per_row:,.0f}", f"{per_row / one:.2f}x", _plan(seed.tenant_read), _plan(seed.due_probe)]
+        cells = [f"{per_row:,.0f}", f"{per_row / one:.2f}x", _plan(seed.tenant_read), seed.walk]
         print(f"| {seed.tenants} | {' | '.join(cells)} |")
 
 

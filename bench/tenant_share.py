@@ -47,11 +47,24 @@ TENANT_SCAN = (
     " AND claim_due_at <= UTC_TIMESTAMP(6) AND attempt_count < max_attempts"
     " ORDER BY claim_queue_rank, claim_due_at, id LIMIT 8"
 )
-# The read that finds the next tenant with a claimable row.
-DISCOVERY = (
-    "SELECT MIN(claim_tenant) FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)"
-    " WHERE claim_tenant > %s"
+# The claim's walk of the tenants in pass order (fragments/tenant_walk.sql, its core), as an 8-row claim
+# reads it: each tenant's earliest due time is one entry of ..._tenant_due.
+WALK = (
+    "SELECT t.id FROM email_tenants t FORCE INDEX (ix_email_tenants_pass) WHERE t.pass >= 0"
+    " AND t.paused_reason IS NULL AND (SELECT a.claim_due_at FROM email_delivery_attempts a"
+    " FORCE INDEX (ix_email_delivery_attempts_tenant_due) WHERE a.claim_tenant = t.id"
+    " ORDER BY a.claim_due_at LIMIT 1) <= UTC_TIMESTAMP(6) ORDER BY t.pass, t.id LIMIT 9"
 )
+
+
+def walk_plan(cursor: Any) -> str:
+    """The walk's plan in a few words: the tenants' index read and the probe's."""
+    cursor.execute("EXPLAIN " + WALK)
+    rows = cursor.fetchall()
+    return "; ".join(
+        f"{r['type']} on {r['key']}" + (", filesort" if "filesort" in (r["Extra"] or "") else "")
+        for r in rows
+    )
 
 
 def database(server: PrivateServer, name: str) -> DatabaseDsn:
@@ -212,8 +225,7 @@ def scale_scenario(server: PrivateServer, terminal: int, tenants: int, repeat: i
         cursor.execute("ANALYZE FORMAT=JSON " + scan)
         analyzed = json.loads(cursor.fetchall()[0]["ANALYZE"])
         table = analyzed["query_block"].get("table") or analyzed["query_block"]["nested_loop"][0]["table"]
-        cursor.execute("EXPLAIN " + DISCOVERY.replace("%s", "0"))
-        (discovery,) = cursor.fetchall()
+        walk = walk_plan(cursor)
         cursor.close()
         samples = []
         for n in range(repeat + 5):
@@ -233,7 +245,7 @@ def scale_scenario(server: PrivateServer, terminal: int, tenants: int, repeat: i
                 "type": explain["type"],
                 "r_rows": float(table.get("r_rows", 0)),
                 "sort": "filesort" in (explain["Extra"] or ""),
-                "discovery": discovery["Extra"] or discovery["type"],
+                "walk": walk,
                 "p50": statistics.median(samples),
                 "p99": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
             }
@@ -270,12 +282,12 @@ def main(argv: list[str] | None = None) -> int:
         f" {weights['light']}, ratio {weights['ratio']:.2f} ({(weights['ratio'] / 3 - 1) * 100:+.1f}% of 3)"
     )
     print("| terminal rows | tenants with due rows | tenant read: index | access | rows read | sort |"
-          " finding tenants | reserve of 8, p50 | p99 |")  # fmt: skip
+          " the walk of the tenants | reserve of 8, p50 | p99 |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for r in scale:
         print(
             f"| {r['terminal']:,} | {r['tenants']} | {r['key']} | {r['type']} | {r['r_rows']:.0f} |"
-            f" {'filesort' if r['sort'] else 'none'} | {r['discovery']} | {r['p50']:.2f} ms | {r['p99']:.2f} ms |"
+            f" {'filesort' if r['sort'] else 'none'} | {r['walk']} | {r['p50']:.2f} ms | {r['p99']:.2f} ms |"
         )
     return 0
 

@@ -19,16 +19,21 @@ BEGIN
     DECLARE v_now DATETIME(6);
     DECLARE v_swept BIGINT DEFAULT 0;
     DECLARE v_expired BIGINT DEFAULT 0;
-    DECLARE v_found INT DEFAULT 0;
-    DECLARE v_stale, v_overdue INT DEFAULT 0;
-    -- The fair share (see below): the tenant read last, the next one, the clock, the slots left to
-    -- claim and to share out this round, the tenant picked and its figures.
-    DECLARE v_tenant, v_next, v_pick INT UNSIGNED DEFAULT 0;
-    DECLARE v_clock, v_tag, v_next_tag, v_weight DOUBLE;
+    DECLARE v_found, v_stale, v_overdue INT DEFAULT 0;
+    -- The fair share (see below): the walk's tenants found, the most one walk reads, the pass of the last
+    -- one read, their ids, the highest weight, whether the walk goes on and whether it has read every
+    -- tenant that can take a slot; the clock, the slots left to claim and to share out this round, the
+    -- tenant picked and its figures, the last slot's tag, the tenants given slots this round.
+    DECLARE v_walked, v_batch BIGINT DEFAULT 0;
+    DECLARE v_walk_pass DOUBLE DEFAULT 0;
+    DECLARE v_walk LONGTEXT;
+    DECLARE v_max_weight DOUBLE DEFAULT 1;
+    DECLARE v_walk_more, v_walk_done, v_shared INT DEFAULT 0;
+    DECLARE v_pick INT UNSIGNED DEFAULT 0;
+    DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag DOUBLE;
     DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
-    DECLARE v_round INT DEFAULT 0;
-    DECLARE v_due DATETIME(6);
-    DECLARE v_max_rank TINYINT;
+    DECLARE v_round, v_claimants INT DEFAULT 0;
+    DECLARE v_max_rank, v_top_rank TINYINT;
     -- Not a swallowing handler: it ends the transaction and re-raises the same error.
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -80,62 +85,63 @@ BEGIN
       CALL email_internal_expire_overdue(p_limit, 'expiry-sweep', v_expired);
     END IF;
   
-    -- The tenants with a due row, by consistent reads that lock nothing, before the claim's transaction:
-    -- on ..._tenant_due (claim_tenant, claim_due_at), which holds claimable rows only, two one-entry
-    -- reads per tenant with a claimable row (its id, its earliest due time); a tenant with nothing
-    -- waiting costs nothing. A row that becomes due meanwhile waits for the next claim.
-    discover: LOOP
-      -- SELECT ... INTO, not SET ... = (SELECT ...): a subquery of a SET takes shared locks, and those
-      -- met the claims' own updates of this index in deadlocks.
-      SELECT MIN(claim_tenant) INTO v_next
-        FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
-       WHERE claim_tenant > v_tenant;
-      IF v_next IS NULL THEN
-        LEAVE discover;
-      END IF;
-      SELECT MIN(claim_due_at) INTO v_due
-        FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
-       WHERE claim_tenant = v_next;
-      IF v_due <= v_now THEN
-        -- The working tables, made on the first due tenant: a claim that finds nothing makes none.
-        IF v_found = 0 THEN
-        -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
-        -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
-        -- would go through an on-disk temporary table on every claim.
-        CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_rows (
-          seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-          id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-          from_status ENUM('Pending', 'Retrying') NOT NULL,
-          KEY ix_seq (seq) USING BTREE
-        ) ENGINE = MEMORY;
-        DELETE FROM email_claim_batch_rows;
-        -- The tenants with a due row and this claim's share-out among them.
-        CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_tenants (
-          tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
-          weight DOUBLE NOT NULL DEFAULT 1,
-          raw_pass DOUBLE NOT NULL DEFAULT 0,
-          start_pass DOUBLE NOT NULL DEFAULT 0,
-          first_tag DOUBLE NOT NULL DEFAULT 0,
-          next_tag DOUBLE NOT NULL DEFAULT 0,
-          max_rank TINYINT NOT NULL DEFAULT 9,
-          send_rate DOUBLE NULL,
-          rate_start DATETIME(6) NULL,
-          day_start DATETIME(6) NULL,
-          day_base BIGINT NOT NULL DEFAULT 0,
-          room BIGINT NOT NULL DEFAULT 0,
-          wanted BIGINT NOT NULL DEFAULT 0,
-          got BIGINT NOT NULL DEFAULT 0,
-          exhausted TINYINT NOT NULL DEFAULT 0
-        ) ENGINE = MEMORY;
-        DELETE FROM email_claim_tenants;
-          SET v_found = 1;
-        END IF;
-        INSERT INTO email_claim_tenants (tenant_id) VALUES (v_next);
-      END IF;
-      SET v_tenant = v_next;
-    END LOOP;
+    -- Anything to claim at all: the first tenant of the walk below, by a consistent read that locks
+    -- nothing (SELECT ... INTO, see above), before any transaction; a claim that finds nothing makes
+    -- no working table and takes no lock.
+    SELECT COUNT(*) INTO v_found
+      FROM (SELECT t.id, t.pass,
+                   (SELECT IF(q.claim_due_at <= v_now, q.claim_queue_rank, NULL)
+                      FROM email_delivery_attempts q FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+                     WHERE q.claim_tenant = t.id
+                     ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1) AS top_rank
+              FROM email_tenants t FORCE INDEX (ix_email_tenants_pass)
+             WHERE t.pass >= 0
+               AND t.paused_reason IS NULL
+                   AND 0 <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
+                   AND IF(t.daily_quota IS NULL, 1,
+                          GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))) >= 1
+                   AND (t.send_rate IS NULL
+                        OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                           GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                                                    v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)) >= 1)
+               AND (SELECT a.claim_due_at FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_due)
+                     WHERE a.claim_tenant = t.id ORDER BY a.claim_due_at LIMIT 1) <= v_now
+               AND TRUE
+             ORDER BY t.pass, t.id
+             LIMIT 1) w;
   
     IF v_found = 1 THEN
+      -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
+      -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
+      -- would go through an on-disk temporary table on every claim.
+      CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_rows (
+        seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+        id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+        from_status ENUM('Pending', 'Retrying') NOT NULL,
+        KEY ix_seq (seq) USING BTREE
+      ) ENGINE = MEMORY;
+      DELETE FROM email_claim_batch_rows;
+      -- The tenants the walk found and this claim's share-out among them.
+      CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_tenants (
+        tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
+        weight DOUBLE NOT NULL DEFAULT 1,
+        raw_pass DOUBLE NOT NULL DEFAULT 0,
+        start_pass DOUBLE NOT NULL DEFAULT 0,
+        first_tag DOUBLE NOT NULL DEFAULT 0,
+        next_tag DOUBLE NOT NULL DEFAULT 0,
+        max_rank TINYINT NOT NULL DEFAULT 9,
+        top_rank TINYINT NULL,
+        send_rate DOUBLE NULL,
+        rate_start DATETIME(6) NULL,
+        day_start DATETIME(6) NULL,
+        day_base BIGINT NOT NULL DEFAULT 0,
+        room BIGINT NOT NULL DEFAULT 0,
+        wanted BIGINT NOT NULL DEFAULT 0,
+        got BIGINT NOT NULL DEFAULT 0,
+        exhausted TINYINT NOT NULL DEFAULT 0
+      ) ENGINE = MEMORY;
+      DELETE FROM email_claim_tenants;
+  
       -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
       -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
       -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
@@ -147,89 +153,164 @@ BEGIN
         SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
       END IF;
       START TRANSACTION;
-      -- The fair-share clock, locked: concurrent claims share out one schedule, one after the other.
+      -- The fair-share clock, locked: concurrent claims share out one schedule, one after the other, and
+      -- every pass they write is written holding it, so the walk below reads them as they stand.
       SELECT COALESCE(MAX(virtual_time), 0) INTO v_clock FROM email_tenant_schedule WHERE id = 1 FOR UPDATE;
-      -- Each tenant's share of this claim: its next send's tag (stride scheduling: a tenant's pass
-      -- moves 1/weight per send; one idle until now starts from the clock, so it never banks a
-      -- share; on a tie the one served less so far goes first), and the room its limits leave: none
-      -- while paused; its rate schedule (at most a second's burst); what is left of its 24 hours. The
-      -- reputation guard leaves only the ranks at or above its priority.
-      UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
-         SET c.weight = t.weight,
-             c.raw_pass = t.pass,
-             c.start_pass = GREATEST(t.pass, v_clock),
-             c.next_tag = GREATEST(t.pass, v_clock) + 1 / t.weight,
-             c.max_rank = IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority),
-             c.send_rate = t.send_rate,
-             c.rate_start = IF(t.send_rate IS NULL, NULL,
-                               GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
-                                        v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)),
-             c.day_start = IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), v_now, t.day_started_at),
-             c.day_base = IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count),
-             c.room = IF(t.paused_reason IS NOT NULL, 0,
-                         LEAST(p_limit, IF(t.daily_quota IS NULL, p_limit,
-                                           GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count)))));
-      UPDATE email_claim_tenants
-         SET room = LEAST(room, GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, rate_start, v_now) / 1000000 * send_rate)))
-       WHERE send_rate IS NOT NULL;
-  
-      -- Up to three rounds: the claim's slots go to the tenants in tag order; a tenant that had fewer
-      -- due rows than its slots is done, and the next round shares what it left among the others.
+      -- A walk reads at most this many tenants: they come back in one JSON array, which MariaDB builds
+      -- within group_concat_max_len (20 bytes a tenant at most).
+      SET v_batch = LEAST(p_limit + 1, GREATEST(1, FLOOR(@@SESSION.group_concat_max_len / 20)));
+      SET v_walk_more = 1;
+      -- Up to three rounds: the claim's slots go to the tenants in tag order (stride scheduling: a
+      -- tenant's pass moves 1/weight per send; one idle until now starts from the clock, so it never
+      -- banks a share; on a tie the one served less so far goes first); a tenant that had fewer due rows
+      -- than its slots is done, and the next round shares what it left among the others.
       SET v_left = p_limit;
       rounds: WHILE v_left > 0 AND v_round < 3 DO
         SET v_round = v_round + 1;
         UPDATE email_claim_tenants SET first_tag = next_tag;
-        SET v_share = v_left;
-        share: WHILE v_share > 0 DO
-          SET v_pick = (SELECT tenant_id FROM email_claim_tenants WHERE exhausted = 0 AND room > got + wanted
-                         ORDER BY next_tag, raw_pass, tenant_id LIMIT 1);
-          IF v_pick IS NULL THEN
-            LEAVE share;
+        SET v_shared = 0;
+        share_out: LOOP
+          IF v_walk_more = 1 THEN
+            -- The next tenants of the walk, lowest pass first, under the clock's lock: the walk is
+            -- left once the tenants found cover the slots (below), so a claim reads about as many
+            -- tenants as it has slots, whatever the number with due rows. A consistent read that
+            -- locks nothing in any isolation (a locking read of ..._tenant_due would wait for an
+            -- enqueue's uncommitted row), its ids passed on in one JSON array; with the highest
+            -- weight of any tenant (one entry of ix_email_tenants_weight).
+            SELECT COUNT(*), COALESCE(MAX(w.pass), v_walk_pass), JSON_ARRAYAGG(JSON_ARRAY(w.id, w.top_rank)),
+                   (SELECT MAX(weight) FROM email_tenants FORCE INDEX (ix_email_tenants_weight))
+              INTO v_walked, v_walk_pass, v_walk, v_max_weight
+              FROM (SELECT t.id, t.pass,
+                           (SELECT IF(q.claim_due_at <= v_now, q.claim_queue_rank, NULL)
+                              FROM email_delivery_attempts q FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+                             WHERE q.claim_tenant = t.id
+                             ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1) AS top_rank
+                      FROM email_tenants t FORCE INDEX (ix_email_tenants_pass)
+                     WHERE t.pass >= v_walk_pass
+                       AND t.paused_reason IS NULL
+                           AND 0 <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
+                           AND IF(t.daily_quota IS NULL, 1,
+                                  GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))) >= 1
+                           AND (t.send_rate IS NULL
+                                OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                                   GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                                                            v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)) >= 1)
+                       AND (SELECT a.claim_due_at FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_due)
+                             WHERE a.claim_tenant = t.id ORDER BY a.claim_due_at LIMIT 1) <= v_now
+                       AND NOT EXISTS (SELECT 1 FROM email_claim_tenants c WHERE c.tenant_id = t.id)
+                     ORDER BY t.pass, t.id
+                     LIMIT v_batch) w;
+            SET v_walk_more = 0, v_walk_done = IF(v_walked < v_batch, 1, 0);
+            -- Each tenant's next send's tag and the room its limits leave, read again by primary key
+            -- under the lock: none while paused; its rate schedule (at most a second's burst); what is
+            -- left of its 24 hours. The reputation guard leaves only the ranks at or above its priority.
+            INSERT IGNORE INTO email_claim_tenants
+              (tenant_id, weight, raw_pass, start_pass, first_tag, next_tag, max_rank, top_rank, send_rate,
+               rate_start, day_start, day_base, room)
+            SELECT t.id, t.weight, t.pass, GREATEST(t.pass, v_clock),
+                   GREATEST(t.pass, v_clock) + 1 / t.weight, GREATEST(t.pass, v_clock) + 1 / t.weight,
+                   IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority), j.top_rank,
+                   t.send_rate,
+                   IF(t.send_rate IS NULL, NULL,
+                      GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                               v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)),
+                   IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), v_now, t.day_started_at),
+                   IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count),
+                   IF(t.paused_reason IS NOT NULL, 0,
+                      LEAST(p_limit, IF(t.daily_quota IS NULL, p_limit,
+                                        GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))),
+                            IF(t.send_rate IS NULL, p_limit,
+                               GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                               GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                                                        v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)))))
+              FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', top_rank TINYINT PATH '$[1]')) j
+                   STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id;
+            IF v_shared = 1 THEN
+              -- This round's share-out starts again, the tenants just found among the others.
+              UPDATE email_claim_tenants SET next_tag = first_tag, wanted = 0;
+            END IF;
           END IF;
-          SELECT next_tag, weight, room - got - wanted INTO v_tag, v_weight, v_room
-            FROM email_claim_tenants WHERE tenant_id = v_pick;
-          SET v_next_tag = (SELECT MIN(next_tag) FROM email_claim_tenants
-                             WHERE exhausted = 0 AND room > got + wanted AND tenant_id <> v_pick);
-          -- As many slots as keep its tag at or below the next tenant's: one statement per run, not per slot.
-          SET v_take = LEAST(v_share, v_room,
-                             IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1));
-          UPDATE email_claim_tenants SET wanted = wanted + v_take, next_tag = next_tag + v_take / weight
-           WHERE tenant_id = v_pick;
-          SET v_share = v_share - v_take;
-        END WHILE;
+          SET v_share = v_left, v_shared = 1, v_claimants = 0;
+          share: WHILE v_share > 0 DO
+            -- The tenant with the lowest tag, its figures and the next tenant's tag, in one read.
+            SET v_pick = NULL;
+            SELECT tenant_id, next_tag, weight, room - got - wanted, wanted,
+                   LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id)
+              INTO v_pick, v_tag, v_weight, v_room, v_wanted, v_next_tag
+              FROM email_claim_tenants WHERE exhausted = 0 AND room > got + wanted
+             ORDER BY next_tag, raw_pass, tenant_id LIMIT 1;
+            IF v_pick IS NULL THEN
+              LEAVE share;
+            END IF;
+            -- As many slots as keep its tag at or below the next tenant's: one statement per run, not per slot.
+            SET v_take = LEAST(v_share, v_room,
+                               IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1)),
+                v_claimants = v_claimants + IF(v_wanted = 0, 1, 0);
+            UPDATE email_claim_tenants SET wanted = wanted + v_take, next_tag = next_tag + v_take / weight
+             WHERE tenant_id = v_pick;
+            SET v_share = v_share - v_take, v_last_tag = v_tag + (v_take - 1) / v_weight;
+          END WHILE;
+          -- The tenants found cover the slots unless the walk may hold more and a slot went unhanded, or
+          -- the last slot's tag is past the lowest a tenant not yet read could have: its pass is at or
+          -- above the last one read (passes only grow, and only under the clock's lock), and its first
+          -- tag 1/weight above it (on an equal tag, the one read first goes first).
+          IF v_walk_done = 0
+             AND (v_share > 0 OR v_last_tag > GREATEST(v_walk_pass, v_clock) + 1 / v_max_weight) THEN
+            SET v_walk_more = 1;
+            ITERATE share_out;
+          END IF;
+          LEAVE share_out;
+        END LOOP;
         IF v_share = v_left THEN
           LEAVE rounds;
         END IF;
   
-        -- Each tenant's rows, highest priority first, then the oldest due: one range per rank of its own
-        -- on ..._tenant_queue, which holds claimable rows only, so no range ends on a terminal row that
-        -- retention may be deleting. The tenant with the earliest tag first, so its rows lead the batch.
-        -- INSERT IGNORE: a later round reads a tenant's rows from its first again, and those this
-        -- transaction already holds are in the list.
-        claim_tenants: LOOP
-          SET v_pick = (SELECT tenant_id FROM email_claim_tenants WHERE wanted > 0
-                         ORDER BY first_tag, raw_pass, tenant_id LIMIT 1);
-          IF v_pick IS NULL THEN
-            LEAVE claim_tenants;
+        -- Each tenant's rows, highest priority first, then the oldest due, on ..._tenant_queue, which
+        -- holds claimable rows only, so no range ends on a terminal row that retention may be deleting.
+        -- The tenant with the earliest tag first, so its rows lead the batch. In the first round, one
+        -- range: its highest priority's due rows, when the walk found its first row due (each range
+        -- costs the optimizer a read of the index to estimate it); then, for what that left, one range
+        -- per rank of its own, so no range reads rows that are not due yet. INSERT IGNORE: a later read
+        -- of a tenant's rows starts from its first again, and those this transaction already holds are
+        -- in the list.
+        claim_tenants: WHILE v_claimants > 0 DO
+          SELECT tenant_id, got + wanted, wanted, max_rank, IF(v_round = 1, top_rank, NULL)
+            INTO v_pick, v_take, v_wanted, v_max_rank, v_top_rank
+            FROM email_claim_tenants WHERE wanted > 0
+           ORDER BY first_tag, raw_pass, tenant_id LIMIT 1;
+          SET v_got = 0;
+          IF v_top_rank <= v_max_rank THEN
+            INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
+            SELECT a.id, a.status
+              FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+             WHERE a.claim_tenant = v_pick
+               AND a.claim_queue_rank = v_top_rank
+               AND a.claim_due_at <= v_now
+                   AND a.attempt_count < a.max_attempts
+             ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
+             LIMIT v_take
+             FOR UPDATE SKIP LOCKED;
+            SET v_got = ROW_COUNT();
           END IF;
-          SELECT got + wanted, wanted, max_rank INTO v_take, v_wanted, v_max_rank FROM email_claim_tenants WHERE tenant_id = v_pick;
-          INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
-          SELECT a.id, a.status
-            FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
-           WHERE a.claim_tenant = v_pick
-             AND a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
-             AND a.claim_queue_rank <= v_max_rank
-             AND a.claim_due_at <= v_now
-                 AND a.attempt_count < a.max_attempts
-           ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
-           LIMIT v_take
-           FOR UPDATE SKIP LOCKED;
-          SET v_got = ROW_COUNT();
+          IF v_got < v_wanted THEN
+            INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
+            SELECT a.id, a.status
+              FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+             WHERE a.claim_tenant = v_pick
+               AND a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+               AND a.claim_queue_rank <= v_max_rank
+               AND a.claim_due_at <= v_now
+                   AND a.attempt_count < a.max_attempts
+             ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
+             LIMIT v_take
+             FOR UPDATE SKIP LOCKED;
+            SET v_got = v_got + ROW_COUNT();
+          END IF;
           UPDATE email_claim_tenants
              SET got = got + v_got, exhausted = IF(v_got < v_wanted, 1, 0), wanted = 0
            WHERE tenant_id = v_pick;
-          SET v_left = v_left - v_got;
-        END LOOP;
+          SET v_left = v_left - v_got, v_claimants = v_claimants - 1;
+        END WHILE;
       END WHILE;
   
       -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
@@ -263,10 +344,11 @@ BEGIN
       -- The schedule moves on by what each tenant was given: its pass by claimed/weight, its rate
       -- schedule by claimed/rate, its day's count; the clock to the lowest pass of the tenants that had
       -- due rows and room (served this time or not: a tenant left out of a small claim keeps its place),
-      -- so a tenant that comes back starts level with the least served of them, no further back. Not a
-      -- tenant that was offered slots and had no row to take (every due row held by its reputation
-      -- guard, or locked): it would hold the clock back claim after claim, and a tenant coming back
-      -- would bank a share of all that time.
+      -- so a tenant that comes back starts level with the least served of them, no further back. The
+      -- tenants the walk did not reach are at or above the last one it read, so the clock goes no
+      -- further. Not a tenant that was offered slots and had no row to take (every due row held by its
+      -- reputation guard, or locked): it would hold the clock back claim after claim, and a tenant
+      -- coming back would bank a share of all that time.
       UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
          SET t.pass = c.start_pass + c.got / c.weight,
              t.rate_next_at = IF(c.send_rate IS NULL, t.rate_next_at,
@@ -276,8 +358,11 @@ BEGIN
        WHERE c.got > 0;
       UPDATE email_tenant_schedule
          SET virtual_time = GREATEST(virtual_time,
-                                     COALESCE((SELECT MIN(start_pass + got / weight) FROM email_claim_tenants
-                                               WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
+                                     COALESCE((SELECT LEAST(MIN(start_pass + got / weight),
+                                                            IF(v_walk_done = 1, MIN(start_pass + got / weight),
+                                                               GREATEST(v_walk_pass, v_clock)))
+                                                 FROM email_claim_tenants
+                                                WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
        WHERE id = 1;
       COMMIT;
     END IF;
