@@ -26,7 +26,8 @@ BEGIN
   DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag DOUBLE;
   DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
   DECLARE v_round, v_claimants INT DEFAULT 0;
-  DECLARE v_max_rank, v_top_rank TINYINT;
+  DECLARE v_max_rank TINYINT;
+  DECLARE v_top BIGINT UNSIGNED;
   -- Not a swallowing handler: it ends the transaction and re-raises the same error.
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
@@ -72,8 +73,9 @@ BEGIN
       KEY ix_seq (seq) USING BTREE
     ) ENGINE = MEMORY;
     DELETE FROM email_claim_batch_rows;
-    -- The tenants the walk found and this claim's share-out among them.
-    CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_tenants (
+    -- The tenants the walk found and this claim's share-out among them (a name of its own: a session
+    -- keeps its temporary tables, and one made by an earlier release has other columns).
+    CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_walk (
       tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
       weight DOUBLE NOT NULL DEFAULT 1,
       raw_pass DOUBLE NOT NULL DEFAULT 0,
@@ -81,7 +83,7 @@ BEGIN
       first_tag DOUBLE NOT NULL DEFAULT 0,
       next_tag DOUBLE NOT NULL DEFAULT 0,
       max_rank TINYINT NOT NULL DEFAULT 9,
-      top_rank TINYINT NULL,
+      top BIGINT UNSIGNED NULL,
       send_rate DOUBLE NULL,
       rate_start DATETIME(6) NULL,
       day_start DATETIME(6) NULL,
@@ -91,7 +93,7 @@ BEGIN
       got BIGINT NOT NULL DEFAULT 0,
       exhausted TINYINT NOT NULL DEFAULT 0
     ) ENGINE = MEMORY;
-    DELETE FROM email_claim_tenants;
+    DELETE FROM email_claim_walk;
 
     -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
     -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
@@ -118,7 +120,7 @@ BEGIN
     SET v_left = {{limit}};
     rounds: WHILE v_left > 0 AND v_round < 3 DO
       SET v_round = v_round + 1;
-      UPDATE email_claim_tenants SET first_tag = next_tag;
+      UPDATE email_claim_walk SET first_tag = next_tag;
       SET v_shared = 0;
       share_out: LOOP
         IF v_walk_more = 1 THEN
@@ -128,20 +130,20 @@ BEGIN
           -- locks nothing in any isolation (a locking read of ..._tenant_due would wait for an
           -- enqueue's uncommitted row), its ids passed on in one JSON array; with the highest
           -- weight of any tenant (one entry of ix_email_tenants_weight).
-          SELECT COUNT(*), COALESCE(MAX(w.pass), v_walk_pass), JSON_ARRAYAGG(JSON_ARRAY(w.id, w.top_rank)),
+          SELECT COUNT(*), COALESCE(MAX(w.pass), v_walk_pass), JSON_ARRAYAGG(JSON_ARRAY(w.id, w.top)),
                  (SELECT MAX(weight) FROM email_tenants FORCE INDEX (ix_email_tenants_weight))
             INTO v_walked, v_walk_pass, v_walk, v_max_weight
-            FROM {{>tenant_walk | now = v_now | from = v_walk_pass | more = NOT EXISTS (SELECT 1 FROM email_claim_tenants c WHERE c.tenant_id = t.id) | limit = v_batch}} w;
+            FROM {{>tenant_walk | now = v_now | from = v_walk_pass | more = NOT EXISTS (SELECT 1 FROM email_claim_walk c WHERE c.tenant_id = t.id) | limit = v_batch}} w;
           SET v_walk_more = 0, v_walk_done = IF(v_walked < v_batch, 1, 0);
           -- Each tenant's next send's tag and the room its limits leave, read again by primary key
           -- under the lock: none while paused; its rate schedule (at most a second's burst); what is
           -- left of its 24 hours. The reputation guard leaves only the ranks at or above its priority.
-          INSERT IGNORE INTO email_claim_tenants
-            (tenant_id, weight, raw_pass, start_pass, first_tag, next_tag, max_rank, top_rank, send_rate,
+          INSERT IGNORE INTO email_claim_walk
+            (tenant_id, weight, raw_pass, start_pass, first_tag, next_tag, max_rank, top, send_rate,
              rate_start, day_start, day_base, room)
           SELECT t.id, t.weight, t.pass, GREATEST(t.pass, v_clock),
                  GREATEST(t.pass, v_clock) + 1 / t.weight, GREATEST(t.pass, v_clock) + 1 / t.weight,
-                 {{>tenant_max_rank | tenant = t}}, j.top_rank,
+                 {{>tenant_max_rank | tenant = t}}, j.top,
                  t.send_rate,
                  {{>tenant_rate_start | tenant = t | now = v_now}},
                  {{>tenant_day_start | tenant = t | now = v_now}},
@@ -150,11 +152,11 @@ BEGIN
                     LEAST({{limit}}, {{>tenant_quota_room | tenant = t | now = v_now | limit = {{limit}}}},
                           IF(t.send_rate IS NULL, {{limit}},
                              {{>tenant_rate_room | rate = t.send_rate | rate_start = {{>tenant_rate_start | tenant = t | now = v_now}} | now = v_now}})))
-            FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', top_rank TINYINT PATH '$[1]')) j
+            FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', top BIGINT UNSIGNED PATH '$[1]')) j
                  STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id;
           IF v_shared = 1 THEN
             -- This round's share-out starts again, the tenants just found among the others.
-            UPDATE email_claim_tenants SET next_tag = first_tag, wanted = 0;
+            UPDATE email_claim_walk SET next_tag = first_tag, wanted = 0;
           END IF;
         END IF;
         SET v_share = v_left, v_shared = 1, v_claimants = 0;
@@ -164,7 +166,7 @@ BEGIN
           SELECT tenant_id, next_tag, weight, room - got - wanted, wanted,
                  LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id)
             INTO v_pick, v_tag, v_weight, v_room, v_wanted, v_next_tag
-            FROM email_claim_tenants WHERE exhausted = 0 AND room > got + wanted
+            FROM email_claim_walk WHERE exhausted = 0 AND room > got + wanted
            ORDER BY next_tag, raw_pass, tenant_id LIMIT 1;
           IF v_pick IS NULL THEN
             LEAVE share;
@@ -173,7 +175,7 @@ BEGIN
           SET v_take = LEAST(v_share, v_room,
                              IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1)),
               v_claimants = v_claimants + IF(v_wanted = 0, 1, 0);
-          UPDATE email_claim_tenants SET wanted = wanted + v_take, next_tag = next_tag + v_take / weight
+          UPDATE email_claim_walk SET wanted = wanted + v_take, next_tag = next_tag + v_take / weight
            WHERE tenant_id = v_pick;
           SET v_share = v_share - v_take, v_last_tag = v_tag + (v_take - 1) / v_weight;
         END WHILE;
@@ -194,24 +196,46 @@ BEGIN
 
       -- Each tenant's rows, highest priority first, then the oldest due, on ..._tenant_queue, which
       -- holds claimable rows only, so no range ends on a terminal row that retention may be deleting.
-      -- The tenant with the earliest tag first, so its rows lead the batch. In the first round, one
-      -- range: its highest priority's due rows, when the walk found its first row due (each range
-      -- costs the optimizer a read of the index to estimate it); then, for what that left, one range
-      -- per rank of its own, so no range reads rows that are not due yet. INSERT IGNORE: a later read
-      -- of a tenant's rows starts from its first again, and those this transaction already holds are
-      -- in the list.
+      -- The tenant with the earliest tag first, so its rows lead the batch. The walk read each
+      -- tenant's first row there (its highest priority, oldest due) and kept it when due (top: its id
+      -- and rank). When every tenant given slots in the first round has one, as when many tenants
+      -- share a claim, those rows are locked by primary key in one statement; a tenant whose row is
+      -- gone meanwhile is read as below. Else each tenant is read on its own: one range, its highest
+      -- priority's due rows, in the first round (each range costs the optimizer an index read to
+      -- estimate it), then, for what that left, one range per rank of its own, so no range reads rows
+      -- that are not due yet. INSERT IGNORE: a later read of a tenant's rows starts from its first
+      -- again, and those this transaction already holds are in the list.
+      IF v_round = 1 AND v_claimants = v_left - v_share THEN
+        INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
+        SELECT a.id, a.status
+          FROM email_claim_walk c
+               STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.top DIV 16
+         WHERE c.wanted > 0
+           AND a.claim_tenant = c.tenant_id
+           AND a.claim_queue_rank <= c.max_rank
+           AND {{>claimable | now = v_now}}
+         ORDER BY c.first_tag, c.raw_pass, c.tenant_id
+         FOR UPDATE SKIP LOCKED;
+        SET v_got = ROW_COUNT();
+        IF v_got > 0 THEN
+          UPDATE email_claim_walk c STRAIGHT_JOIN email_claim_batch_rows r ON r.id = c.top DIV 16
+             SET c.got = c.got + 1, c.wanted = 0
+           WHERE c.wanted > 0;
+          SET v_left = v_left - v_got, v_claimants = v_claimants - v_got;
+        END IF;
+      END IF;
       claim_tenants: WHILE v_claimants > 0 DO
-        SELECT tenant_id, got + wanted, wanted, max_rank, IF(v_round = 1, top_rank, NULL)
-          INTO v_pick, v_take, v_wanted, v_max_rank, v_top_rank
-          FROM email_claim_tenants WHERE wanted > 0
+        SELECT tenant_id, got + wanted, wanted, max_rank, IF(v_round = 1 AND got = 0, top, NULL)
+          INTO v_pick, v_take, v_wanted, v_max_rank, v_top
+          FROM email_claim_walk WHERE wanted > 0
          ORDER BY first_tag, raw_pass, tenant_id LIMIT 1;
         SET v_got = 0;
-        IF v_top_rank <= v_max_rank THEN
+        IF v_top MOD 16 <= v_max_rank THEN
           INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
           SELECT a.id, a.status
             FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
            WHERE a.claim_tenant = v_pick
-             AND a.claim_queue_rank = v_top_rank
+             AND a.claim_queue_rank = v_top MOD 16
              AND {{>claimable | now = v_now}}
            ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
            LIMIT v_take
@@ -231,7 +255,7 @@ BEGIN
            FOR UPDATE SKIP LOCKED;
           SET v_got = v_got + ROW_COUNT();
         END IF;
-        UPDATE email_claim_tenants
+        UPDATE email_claim_walk
            SET got = got + v_got, exhausted = IF(v_got < v_wanted, 1, 0), wanted = 0
          WHERE tenant_id = v_pick;
         SET v_left = v_left - v_got, v_claimants = v_claimants - 1;
@@ -266,7 +290,7 @@ BEGIN
     -- further. Not a tenant that was offered slots and had no row to take (every due row held by its
     -- reputation guard, or locked): it would hold the clock back claim after claim, and a tenant
     -- coming back would bank a share of all that time.
-    UPDATE email_claim_tenants c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
+    UPDATE email_claim_walk c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
        SET t.pass = c.start_pass + c.got / c.weight,
            {{>tenant_take | tenant = t | rate = c.send_rate | rate_start = c.rate_start | day_start = c.day_start | day_base = c.day_base | got = c.got}}
      WHERE c.got > 0;
@@ -275,7 +299,7 @@ BEGIN
                                    COALESCE((SELECT LEAST(MIN(start_pass + got / weight),
                                                           IF(v_walk_done = 1, MIN(start_pass + got / weight),
                                                              GREATEST(v_walk_pass, v_clock)))
-                                               FROM email_claim_tenants
+                                               FROM email_claim_walk
                                               WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
      WHERE id = 1;
     COMMIT;
