@@ -33,7 +33,7 @@ BEGIN
     DECLARE v_max_weight DOUBLE DEFAULT 1;
     DECLARE v_walk_more, v_walk_done, v_shared INT DEFAULT 0;
     DECLARE v_pick INT UNSIGNED DEFAULT 0;
-    DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag DOUBLE;
+    DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag, v_wave DOUBLE;
     DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
     DECLARE v_round, v_claimants INT DEFAULT 0;
     DECLARE v_max_rank TINYINT;
@@ -89,31 +89,14 @@ BEGIN
       CALL email_internal_expire_overdue(p_limit, 'expiry-sweep', v_expired);
     END IF;
   
-    -- Anything to claim at all: the first tenant of the walk below, by a consistent read that locks
-    -- nothing (SELECT ... INTO, see above), before any transaction; a claim that finds nothing makes
-    -- no working table and takes no lock.
-    SELECT COUNT(*) INTO v_found
-      FROM (SELECT t.id, t.pass,
-                   (SELECT IF(q.claim_due_at <= v_now, q.id * 16 + q.claim_queue_rank, NULL)
-                      FROM email_delivery_attempts q FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
-                     WHERE q.claim_tenant = t.id
-                     ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1) AS top
-              FROM email_tenants t FORCE INDEX (ix_email_tenants_pass)
-             WHERE t.pass >= 0
-               AND t.paused_reason IS NULL
-                   AND 0 <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
-                   AND IF(t.daily_quota IS NULL, 1,
-                          GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))) >= 1
-                   AND (t.send_rate IS NULL
-                        OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
-                                                                           GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
-                                                                                    v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)) >= 1)
-               AND TRUE
-            HAVING top IS NOT NULL
-                OR (SELECT a.claim_due_at FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_due)
-                     WHERE a.claim_tenant = t.id ORDER BY a.claim_due_at LIMIT 1) <= v_now
-             ORDER BY t.pass, t.id
-             LIMIT 1) w;
+    -- Anything to claim at all: the first entry of ..._tenant_due, which holds claimable rows only (one
+    -- index dive), by a consistent read that locks nothing (SELECT ... INTO, see above), before any
+    -- transaction; a claim that finds none makes no working table and takes no lock. Whether one is
+    -- due and whose turn it is the walk below finds.
+    SELECT MIN(claim_tenant) INTO v_pick
+      FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
+     WHERE claim_tenant > 0;
+    SET v_found = IF(v_pick IS NULL, 0, 1);
   
     IF v_found = 1 THEN
       -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
@@ -135,6 +118,7 @@ BEGIN
         start_pass DOUBLE NOT NULL DEFAULT 0,
         first_tag DOUBLE NOT NULL DEFAULT 0,
         next_tag DOUBLE NOT NULL DEFAULT 0,
+        last_tag DOUBLE NOT NULL DEFAULT 0,
         max_rank TINYINT NOT NULL DEFAULT 9,
         top BIGINT UNSIGNED NULL,
         send_rate DOUBLE NULL,
@@ -237,26 +221,43 @@ BEGIN
               UPDATE email_claim_walk SET next_tag = first_tag, wanted = 0;
             END IF;
           END IF;
-          SET v_share = v_left, v_shared = 1, v_claimants = 0;
+          SET v_share = v_left, v_shared = 1;
           share: WHILE v_share > 0 DO
-            -- The tenant with the lowest tag, its figures and the next tenant's tag, in one read.
+            -- The tenant with the lowest tag, its figures, the next tenant's tag and the lowest second
+            -- tag of any (its tag plus 1/weight), in one read.
             SET v_pick = NULL;
-            SELECT tenant_id, next_tag, weight, room - got - wanted, wanted,
-                   LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id)
-              INTO v_pick, v_tag, v_weight, v_room, v_wanted, v_next_tag
+            SELECT tenant_id, next_tag, weight, room - got - wanted,
+                   LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id),
+                   MIN(next_tag + 1 / weight) OVER ()
+              INTO v_pick, v_tag, v_weight, v_room, v_next_tag, v_wave
               FROM email_claim_walk WHERE exhausted = 0 AND room > got + wanted
              ORDER BY next_tag, raw_pass, tenant_id LIMIT 1;
             IF v_pick IS NULL THEN
               LEAVE share;
             END IF;
-            -- As many slots as keep its tag at or below the next tenant's: one statement per run, not per slot.
+            -- As many slots as keep its tag at or below the next tenant's: one statement per run, not
+            -- per slot. A run of one among several tenants is a wave instead: one slot to each tenant
+            -- whose tag is at or below the lowest second tag, lowest tags first (when many tenants
+            -- share a claim, one statement for them all).
             SET v_take = LEAST(v_share, v_room,
-                               IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1)),
-                v_claimants = v_claimants + IF(v_wanted = 0, 1, 0);
-            UPDATE email_claim_walk SET wanted = wanted + v_take, next_tag = next_tag + v_take / weight
-             WHERE tenant_id = v_pick;
-            SET v_share = v_share - v_take, v_last_tag = v_tag + (v_take - 1) / v_weight;
+                               IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1));
+            IF v_take = 1 AND v_next_tag IS NOT NULL THEN
+              UPDATE email_claim_walk
+                 SET last_tag = next_tag, wanted = wanted + 1, next_tag = next_tag + 1 / weight
+               WHERE exhausted = 0 AND room > got + wanted AND next_tag <= v_wave
+               ORDER BY next_tag, raw_pass, tenant_id
+               LIMIT v_share;
+              SET v_take = ROW_COUNT();
+            ELSE
+              UPDATE email_claim_walk
+                 SET last_tag = next_tag + (v_take - 1) / weight, wanted = wanted + v_take,
+                     next_tag = next_tag + v_take / weight
+               WHERE tenant_id = v_pick;
+            END IF;
+            SET v_share = v_share - v_take;
           END WHILE;
+          -- The tenants given slots and the last slot's tag.
+          SELECT COUNT(*), MAX(last_tag) INTO v_claimants, v_last_tag FROM email_claim_walk WHERE wanted > 0;
           -- The tenants found cover the slots unless the walk may hold more and a slot went unhanded, or
           -- the last slot's tag is past the lowest a tenant not yet read could have: its pass is at or
           -- above the last one read (passes only grow, and only under the clock's lock), and its first
@@ -344,10 +345,112 @@ BEGIN
       END WHILE;
   
       -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
-      CALL email_internal_fail_expired_claims(v_now, p_claimed_by);
+      -- The events first: they read expires_at and the claimed-from status of rows still Pending or Retrying.
+      INSERT INTO email_delivery_events
+        (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+      SELECT c.id, v_now, c.from_status, 'Failed', NULL, p_claimed_by, SESSION_USER(),
+             CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
+        FROM email_claim_batch_rows c
+             STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+       WHERE a.expires_at <= v_now
+       ORDER BY c.id;
+      IF ROW_COUNT() > 0 THEN
+        UPDATE email_claim_batch_rows c
+               STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+           SET a.status = 'Failed',
+               a.last_error_code = 'Expired',
+               a.last_error_message = CONCAT('not sent: expired at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'),
+               a.claimed_from_status = NULL,
+               a.row_version = a.row_version + 1,
+               a.updated_at = v_now
+         WHERE a.expires_at <= v_now
+           AND a.status IN ('Pending', 'Retrying');
+        DELETE c FROM email_claim_batch_rows c
+               STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+         WHERE a.expires_at <= v_now;
+      END IF;
       -- A row to a suppressed address ends Failed here instead of being claimed.
-      CALL email_internal_fail_suppressed_claims(v_now, p_claimed_by);
-      CALL email_internal_drop_suppressed_claims();
+      BEGIN
+        DECLARE v_found INT DEFAULT 0;
+        CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_suppressed_ids (
+          id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+          from_status ENUM('Pending', 'Retrying') NOT NULL,
+          why VARCHAR(1000) CHARACTER SET utf8mb4 NOT NULL
+        ) ENGINE = MEMORY;
+        DELETE FROM email_claim_suppressed_ids;
+        -- The address key inline (email_internal_address_key spells the same rule): local part exact,
+        -- domain lower-cased, compared byte for byte through the unique key.
+        INSERT INTO email_claim_suppressed_ids (id, from_status, why)
+        SELECT c.id, c.from_status,
+               LEFT(CONCAT('not sent: ', a.to_address, ' is on the suppression list (', s.reason, ': ', s.detail, ')'), 1000)
+          FROM email_claim_batch_rows c
+               STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+               STRAIGHT_JOIN email_suppressed_addresses s
+                 ON s.address_key = CONCAT(
+                      LEFT(a.to_address, CHAR_LENGTH(a.to_address) - CHAR_LENGTH(SUBSTRING_INDEX(a.to_address, '@', -1)) - 1),
+                      '@', LOWER(SUBSTRING_INDEX(a.to_address, '@', -1))) COLLATE utf8mb4_bin;
+        SET v_found = ROW_COUNT();
+        -- Erased addresses are on the list by keyed hash under one of the keys held (one or two;
+        -- email_internal_erased_key spells the forms): computed per row and key only while there is such
+        -- an entry at all, each an index lookup.
+        IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key LIKE '#%') THEN
+          INSERT INTO email_claim_suppressed_ids (id, from_status, why)
+          SELECT c.id, c.from_status,
+                 LEFT(CONCAT('not sent: ', a.to_address, ' is on the suppression list (', s.reason, ': ', s.detail, ')'), 1000)
+            FROM email_claim_batch_rows c
+                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+                 STRAIGHT_JOIN email_outbox_keys k ON TRUE  -- every key held, one or two
+                 STRAIGHT_JOIN email_suppressed_addresses s
+                   ON s.address_key IN (
+                        CONCAT('#', k.id, ':', SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('address:', LOWER(a.to_address)) USING utf8mb4)), 256))), 256)) COLLATE utf8mb4_bin,
+                        IF(k.legacy = 1, CONCAT('#', SHA2(CONCAT(HEX(k.secret), ':', LOWER(a.to_address)), 256)), NULL) COLLATE utf8mb4_bin)
+          -- (one entry per row even if several keys matched)
+          ON DUPLICATE KEY UPDATE why = email_claim_suppressed_ids.why;
+          SET v_found = v_found + ROW_COUNT();
+        END IF;
+        IF v_found > 0 THEN
+          UPDATE email_claim_suppressed_ids x
+                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = x.id
+             SET a.status = 'Failed',
+                 a.last_error_code = 'Suppressed',
+                 a.last_error_message = x.why,
+                 a.claimed_from_status = NULL,
+                 a.row_version = a.row_version + 1,
+                 a.updated_at = v_now
+           WHERE a.status IN ('Pending', 'Retrying');
+          INSERT INTO email_delivery_events
+            (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+          SELECT x.id, v_now, x.from_status, 'Failed', NULL, p_claimed_by, SESSION_USER(), x.why
+            FROM email_claim_suppressed_ids x
+           ORDER BY x.id;
+          DELETE c FROM email_claim_batch_rows c JOIN email_claim_suppressed_ids x ON x.id = c.id;
+        END IF;
+      END;
+      BEGIN
+        DECLARE v_id BIGINT UNSIGNED;
+        DECLARE v_done INT DEFAULT 0;
+        DECLARE c_messages CURSOR FOR
+          SELECT a.id
+            FROM email_claim_batch_rows c
+                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+           WHERE a.message_options IS NOT NULL;
+        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+        -- Nearly always there is nothing to do: no whole message in the claim, or an empty list.
+        IF EXISTS (SELECT 1 FROM email_suppressed_addresses)
+           AND EXISTS (SELECT 1 FROM email_claim_batch_rows c
+                         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+                        WHERE a.message_options IS NOT NULL) THEN
+          OPEN c_messages;
+          each_message: LOOP
+            FETCH c_messages INTO v_id;
+            IF v_done = 1 THEN
+              LEAVE each_message;
+            END IF;
+            CALL email_internal_drop_suppressed_row(v_id);
+          END LOOP;
+          CLOSE c_messages;
+        END IF;
+      END;
   
       -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
       -- locked read, not from the column being overwritten.

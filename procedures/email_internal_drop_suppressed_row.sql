@@ -1,7 +1,7 @@
 -- Internal: one claimed whole message (email_enqueue_message) whose cc, bcc or other to addresses were
 -- put on the suppression list since its enqueue has them left out now, as the enqueue would have: the
 -- send never hands them to SES, and message_options.suppressed_recipients says who and why they did
--- not get it. Called for each row of a batch claim (email_internal_drop_suppressed_claims) and by
+-- not get it. Called for each such row of a batch claim (fragment drop_suppressed_claims) and by
 -- email_try_claim, inside their transaction. A row without message_options is left alone.
 CREATE PROCEDURE email_internal_drop_suppressed_row(
   IN p_id BIGINT UNSIGNED

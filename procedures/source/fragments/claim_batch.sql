@@ -23,7 +23,7 @@ BEGIN
   DECLARE v_max_weight DOUBLE DEFAULT 1;
   DECLARE v_walk_more, v_walk_done, v_shared INT DEFAULT 0;
   DECLARE v_pick INT UNSIGNED DEFAULT 0;
-  DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag DOUBLE;
+  DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag, v_wave DOUBLE;
   DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
   DECLARE v_round, v_claimants INT DEFAULT 0;
   DECLARE v_max_rank TINYINT;
@@ -56,11 +56,14 @@ BEGIN
     CALL email_internal_expire_overdue({{limit}}, 'expiry-sweep', v_expired);
   END IF;
 
-  -- Anything to claim at all: the first tenant of the walk below, by a consistent read that locks
-  -- nothing (SELECT ... INTO, see above), before any transaction; a claim that finds nothing makes
-  -- no working table and takes no lock.
-  SELECT COUNT(*) INTO v_found
-    FROM {{>tenant_walk | now = v_now | from = 0 | more = TRUE | limit = 1}} w;
+  -- Anything to claim at all: the first entry of ..._tenant_due, which holds claimable rows only (one
+  -- index dive), by a consistent read that locks nothing (SELECT ... INTO, see above), before any
+  -- transaction; a claim that finds none makes no working table and takes no lock. Whether one is
+  -- due and whose turn it is the walk below finds.
+  SELECT MIN(claim_tenant) INTO v_pick
+    FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
+   WHERE claim_tenant > 0;
+  SET v_found = IF(v_pick IS NULL, 0, 1);
 
   IF v_found = 1 THEN
     -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
@@ -82,6 +85,7 @@ BEGIN
       start_pass DOUBLE NOT NULL DEFAULT 0,
       first_tag DOUBLE NOT NULL DEFAULT 0,
       next_tag DOUBLE NOT NULL DEFAULT 0,
+      last_tag DOUBLE NOT NULL DEFAULT 0,
       max_rank TINYINT NOT NULL DEFAULT 9,
       top BIGINT UNSIGNED NULL,
       send_rate DOUBLE NULL,
@@ -159,26 +163,43 @@ BEGIN
             UPDATE email_claim_walk SET next_tag = first_tag, wanted = 0;
           END IF;
         END IF;
-        SET v_share = v_left, v_shared = 1, v_claimants = 0;
+        SET v_share = v_left, v_shared = 1;
         share: WHILE v_share > 0 DO
-          -- The tenant with the lowest tag, its figures and the next tenant's tag, in one read.
+          -- The tenant with the lowest tag, its figures, the next tenant's tag and the lowest second
+          -- tag of any (its tag plus 1/weight), in one read.
           SET v_pick = NULL;
-          SELECT tenant_id, next_tag, weight, room - got - wanted, wanted,
-                 LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id)
-            INTO v_pick, v_tag, v_weight, v_room, v_wanted, v_next_tag
+          SELECT tenant_id, next_tag, weight, room - got - wanted,
+                 LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id),
+                 MIN(next_tag + 1 / weight) OVER ()
+            INTO v_pick, v_tag, v_weight, v_room, v_next_tag, v_wave
             FROM email_claim_walk WHERE exhausted = 0 AND room > got + wanted
            ORDER BY next_tag, raw_pass, tenant_id LIMIT 1;
           IF v_pick IS NULL THEN
             LEAVE share;
           END IF;
-          -- As many slots as keep its tag at or below the next tenant's: one statement per run, not per slot.
+          -- As many slots as keep its tag at or below the next tenant's: one statement per run, not
+          -- per slot. A run of one among several tenants is a wave instead: one slot to each tenant
+          -- whose tag is at or below the lowest second tag, lowest tags first (when many tenants
+          -- share a claim, one statement for them all).
           SET v_take = LEAST(v_share, v_room,
-                             IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1)),
-              v_claimants = v_claimants + IF(v_wanted = 0, 1, 0);
-          UPDATE email_claim_walk SET wanted = wanted + v_take, next_tag = next_tag + v_take / weight
-           WHERE tenant_id = v_pick;
-          SET v_share = v_share - v_take, v_last_tag = v_tag + (v_take - 1) / v_weight;
+                             IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1));
+          IF v_take = 1 AND v_next_tag IS NOT NULL THEN
+            UPDATE email_claim_walk
+               SET last_tag = next_tag, wanted = wanted + 1, next_tag = next_tag + 1 / weight
+             WHERE exhausted = 0 AND room > got + wanted AND next_tag <= v_wave
+             ORDER BY next_tag, raw_pass, tenant_id
+             LIMIT v_share;
+            SET v_take = ROW_COUNT();
+          ELSE
+            UPDATE email_claim_walk
+               SET last_tag = next_tag + (v_take - 1) / weight, wanted = wanted + v_take,
+                   next_tag = next_tag + v_take / weight
+             WHERE tenant_id = v_pick;
+          END IF;
+          SET v_share = v_share - v_take;
         END WHILE;
+        -- The tenants given slots and the last slot's tag.
+        SELECT COUNT(*), MAX(last_tag) INTO v_claimants, v_last_tag FROM email_claim_walk WHERE wanted > 0;
         -- The tenants found cover the slots unless the walk may hold more and a slot went unhanded, or
         -- the last slot's tag is past the lowest a tenant not yet read could have: its pass is at or
         -- above the last one read (passes only grow, and only under the clock's lock), and its first
@@ -263,10 +284,10 @@ BEGIN
     END WHILE;
 
     -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
-    CALL email_internal_fail_expired_claims(v_now, {{claimed_by}});
+    {{>fail_expired_claims | now = v_now | actor = {{claimed_by}}}}
     -- A row to a suppressed address ends Failed here instead of being claimed.
-    CALL email_internal_fail_suppressed_claims(v_now, {{claimed_by}});
-    CALL email_internal_drop_suppressed_claims();
+    {{>fail_suppressed_claims | now = v_now | actor = {{claimed_by}}}}
+    {{>drop_suppressed_claims}}
 
     -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
     -- locked read, not from the column being overwritten.

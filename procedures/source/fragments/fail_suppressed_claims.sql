@@ -1,13 +1,10 @@
--- Internal: the batch form of email_internal_fail_if_suppressed, inside the batch claim's
--- transaction. Rows just locked for the claim (email_claim_batch_rows) whose recipient is on the
--- suppression list end Failed ('Suppressed', never handed to SES, no attempt counted), audited in one
--- statement, and leave the id list, so the claim neither takes nor returns them.
-CREATE PROCEDURE email_internal_fail_suppressed_claims(
-  IN p_now DATETIME(6),
-  IN p_actor VARCHAR(191) CHARACTER SET utf8mb4
-)
-MODIFIES SQL DATA
-SQL SECURITY DEFINER
+-- Inside the batch claim's transaction (claim_batch), after its locking reads: rows just locked for
+-- the claim (email_claim_batch_rows) whose recipient is on the suppression list end Failed
+-- ('Suppressed', never handed to SES, no attempt counted), audited in one statement, and leave the
+-- id list, so the claim neither takes nor returns them. The batch form of
+-- email_internal_fail_if_suppressed. A block of its own (its variable).
+--   now    the claim's time
+--   actor  who claims (the events' actor)
 BEGIN
   DECLARE v_found INT DEFAULT 0;
   CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_suppressed_ids (
@@ -54,13 +51,13 @@ BEGIN
            a.last_error_message = x.why,
            a.claimed_from_status = NULL,
            a.row_version = a.row_version + 1,
-           a.updated_at = p_now
+           a.updated_at = {{now}}
      WHERE a.status IN ('Pending', 'Retrying');
     INSERT INTO email_delivery_events
       (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-    SELECT x.id, p_now, x.from_status, 'Failed', NULL, p_actor, SESSION_USER(), x.why
+    SELECT x.id, {{now}}, x.from_status, 'Failed', NULL, {{actor}}, SESSION_USER(), x.why
       FROM email_claim_suppressed_ids x
      ORDER BY x.id;
     DELETE c FROM email_claim_batch_rows c JOIN email_claim_suppressed_ids x ON x.id = c.id;
   END IF;
-END
+END;

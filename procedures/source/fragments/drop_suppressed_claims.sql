@@ -1,9 +1,7 @@
--- Internal: inside the batch claim's transaction (source/fragments/claim_batch.sql), after email_internal_fail_suppressed_claims.
--- Each whole message (email_enqueue_message) just claimed has its recipients suppressed since its
--- enqueue left out (email_internal_drop_suppressed_row).
-CREATE PROCEDURE email_internal_drop_suppressed_claims()
-MODIFIES SQL DATA
-SQL SECURITY DEFINER
+-- Inside the batch claim's transaction (claim_batch), after fail_suppressed_claims: each whole
+-- message (email_enqueue_message) just claimed has its recipients suppressed since its enqueue left
+-- out (email_internal_drop_suppressed_row, called only for such a message while the list has an
+-- entry). A block of its own (its cursor and handler).
 BEGIN
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_done INT DEFAULT 0;
@@ -28,4 +26,4 @@ BEGIN
     END LOOP;
     CLOSE c_messages;
   END IF;
-END
+END;
