@@ -47,18 +47,22 @@ TENANT_SCAN = (
     " AND claim_due_at <= UTC_TIMESTAMP(6) AND attempt_count < max_attempts"
     " ORDER BY claim_queue_rank, claim_due_at, id LIMIT 8"
 )
-# The claim's walk of the tenants in pass order (fragments/tenant_walk.sql, its core), as an 8-row claim
-# reads it: each tenant's earliest due time is one entry of ..._tenant_due.
+# The claim's walk of the tenants in pass order (fragments/tenant_walk.sql), as an 8-row claim reads
+# it: each tenant's first row on ..._tenant_queue, and its earliest due time on ..._tenant_due only
+# when that row is not due.
 WALK = (
-    "SELECT t.id FROM email_tenants t FORCE INDEX (ix_email_tenants_pass) WHERE t.pass >= 0"
-    " AND t.paused_reason IS NULL AND (SELECT a.claim_due_at FROM email_delivery_attempts a"
+    "SELECT t.id, t.pass, (SELECT IF(q.claim_due_at <= UTC_TIMESTAMP(6), q.id * 16 + q.claim_queue_rank, NULL)"
+    " FROM email_delivery_attempts q FORCE INDEX (ix_email_delivery_attempts_tenant_queue)"
+    " WHERE q.claim_tenant = t.id ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1) AS top"
+    " FROM email_tenants t FORCE INDEX (ix_email_tenants_pass) WHERE t.pass >= 0 AND t.paused_reason IS NULL"
+    " HAVING top IS NOT NULL OR (SELECT a.claim_due_at FROM email_delivery_attempts a"
     " FORCE INDEX (ix_email_delivery_attempts_tenant_due) WHERE a.claim_tenant = t.id"
     " ORDER BY a.claim_due_at LIMIT 1) <= UTC_TIMESTAMP(6) ORDER BY t.pass, t.id LIMIT 9"
 )
 
 
 def walk_plan(cursor: Any) -> str:
-    """The walk's plan in a few words: the tenants' index read and the probe's."""
+    """The walk's plan in a few words: the tenants' index read and its probes'."""
     cursor.execute("EXPLAIN " + WALK)
     rows = cursor.fetchall()
     return "; ".join(
