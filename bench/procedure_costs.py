@@ -229,7 +229,7 @@ def _check_rows(rows: list[tuple[int, str]], expected: int) -> None:
     assert len(rows) == expected, f"reserved {len(rows)} rows, expected {expected}"
 
 
-def run(base: Path, calls: int, under_valgrind: bool) -> list[Cost]:
+def run(base: Path, calls: int, under_valgrind: bool, variant: list[str] | None = None) -> list[Cost]:
     out_prefix = base / "callgrind.out"
     server = PrivateServer(base / "db", durable=True, buffer_pool_size=None)
     server.extra_args = server_args(server.binary, under_valgrind)
@@ -238,7 +238,7 @@ def run(base: Path, calls: int, under_valgrind: bool) -> list[Cost]:
     try:
         # Well inside the tiny test's own timeout, so a server that does not come up is stopped here.
         server.start(timeout=240 if under_valgrind else 60)
-        dsn = Bench(server).fresh_database()
+        dsn = Bench(server, after_migrate=variant or []).fresh_database()
         assert server.process is not None
         pid = server.process.pid
         meter: Meter = InstructionMeter(pid, out_prefix) if under_valgrind else CpuMeter(pid)
@@ -343,8 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--terminal-rows", type=int, default=0, help="Sent rows beside the due ones (--tenants)"
     )
+    parser.add_argument(
+        "--variant", default="",
+        help="statements (';'-separated) run on the fresh database after its migration: a schema to compare",
+    )  # fmt: skip
+    parser.add_argument("--no-cpu", action="store_true", help="the instruction counts alone (no timed run)")
     args = parser.parse_args(argv)
     calls = 8 if args.tiny else args.calls
+    variant = [x.strip() for x in args.variant.split(";") if x.strip()]
     if args.tenants:
         base = Path(tempfile.mkdtemp(prefix="procedure-costs-"))
         try:
@@ -359,8 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="procedure-costs-"))
     try:
         # /proc counts CPU in 10 ms ticks: five times the calls on the plain server make enough of them.
-        cpu = run(base / "cpu", CPU_CALLS_FACTOR * calls, under_valgrind=False)
-        instructions = run(base / "callgrind", calls, under_valgrind=True) if valgrind else None
+        cpu = None if args.no_cpu else run(base / "cpu", CPU_CALLS_FACTOR * calls, False, variant)
+        instructions = run(base / "callgrind", calls, True, variant) if valgrind else None
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(
@@ -371,14 +377,14 @@ def main(argv: list[str] | None = None) -> int:
         "| call | emails per call | thousand instructions per call | per email | server CPU ms per call | per email |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    for k, cost in enumerate(cpu):
+    for k, cost in enumerate(cpu or instructions or []):
         count = instructions[k].per_call if instructions else None
         per = max(cost.emails_per_call, 1)
         cells = [
             f"{count:,.0f}" if count is not None else "-",
             f"{count / per:,.0f}" if count is not None and cost.emails_per_call else "-",
-            f"{cost.per_call:.3f}",
-            f"{cost.per_call / per:.3f}" if cost.emails_per_call else "-",
+            f"{cost.per_call:.3f}" if cpu else "-",
+            f"{cost.per_call / per:.3f}" if cpu and cost.emails_per_call else "-",
         ]
         print(f"| {cost.call} | {cost.emails_per_call} | {' | '.join(cells)} |")
     return 0
