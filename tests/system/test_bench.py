@@ -112,8 +112,25 @@ def test_tiny_procedure_costs_run_counts_instructions_and_cpu() -> None:
         "email_reserve_batch (8 rows)",
         "email_reserve_batch (64 rows)",
         "email_reserve_batch (nothing due)",
+        "email_send_rate_take (32 sends)",
     }
     for call, (_, instructions, _, _, _) in rows.items():
         assert float(instructions.replace(",", "")) > 0, call
     # /proc counts CPU in 10 ms ticks, so one tiny section may read 0; all of them together took some.
     assert sum(float(cpu) for _, _, _, cpu, _ in rows.values()) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed (linux-perf)")
+def test_tiny_db_profile_puts_the_servers_samples_in_buckets(tmp_path: Path) -> None:
+    output = run_bench("db_profile.py", "--emails", "200", "--latencies", "0", "--out", str(tmp_path))
+    assert "server CPU" in output and "share of the server's CPU" in output, output
+    (results,) = tmp_path.glob("db-profile-*/profile.json")
+    (profile,) = json.loads(results.read_text())
+    assert profile["store_cpu_ms_per_email"] > 0
+    assert profile["counters_per_email"]["Com_call_procedure"] > 0
+    buckets = profile["perf"]["buckets"]
+    # Every sample is in one bucket, and the send path's calls showed up under their boundaries.
+    assert sum(buckets.values()) == profile["perf"]["samples"] > 0
+    assert {"rows updated", "commit (redo write, fsync)"} <= set(buckets), buckets
+    assert not list(tmp_path.glob("db-profile-*/perf-*.data")), "the perf data is removed unless --keep"
