@@ -7,9 +7,8 @@
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # For the tests: redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py),
 # chromium for the console's browser tests, valgrind for bench/procedure_costs.py, perf (linux-perf) for
-# bench/db_profile.py, and promtool
-# (Debian's prometheus) for the alerting rules' unit tests, and iproute2 for the fault runs' network
-# namespaces (bench/faults.py).
+# bench/db_profile.py, promtool (Debian's prometheus) for the alerting rules' unit tests, and iproute2
+# for the fault runs' network namespaces (bench/faults.py).
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
 # The Java example of docs/procedures.md (tests/test_other_languages.py) needs MariaDB Connector/J and
