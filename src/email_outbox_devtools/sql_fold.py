@@ -259,7 +259,9 @@ class _Source:
             word = self.up(i)
         if word in _COMPARISONS:
             right_end = self._operand(i + 1, last)
-            node = _Node("cmp", first, right_end, sides=((first, end), (i + 1, right_end)) if word == "=" else None)
+            node = _Node(
+                "cmp", first, right_end, sides=((first, end), (i + 1, right_end)) if word == "=" else None
+            )
             node.const = self._compare(self.literal(first, end), word, self.literal(i + 1, right_end))
             return node, right_end + 1
         if word == "IS":
@@ -384,14 +386,20 @@ class _Source:
             pieces = []
             for n, k in enumerate(kept):
                 if n:
-                    pieces.append(self.text[self.toks[node.children[k - 1].last].end : self.toks[node.children[k].first].start])
+                    pieces.append(
+                        self.text[
+                            self.toks[node.children[k - 1].last].end : self.toks[node.children[k].first].start
+                        ]
+                    )
                 text, _ = folded[k]
-                pieces.append(text if consts[k] is None else self.span(node.children[k].first, node.children[k].last))
+                pieces.append(
+                    text if consts[k] is None else self.span(node.children[k].first, node.children[k].last)
+                )
             return "".join(pieces), None
         if node.kind == "is not null" and node.const is None and node.sides is not None:
-            found = self._is_not_null(*node.sides[0], positive)
-            if found is not None:
-                return found, None
+            test = self._is_not_null(*node.sides[0], positive)
+            if test is not None:
+                return test, None
         if node.kind == "cmp" and node.const is None and positive and node.sides is not None:
             for case, other in (node.sides, node.sides[::-1]):
                 found = self._case_is(case, other)
@@ -404,7 +412,11 @@ class _Source:
         value = self.literal(first, last)
         if value is not None:
             return value.kind != "null"
-        if self.up(first) in ("CONCAT", "INSERT") and self.toks[first + 1].text == "(" and self.skip(first + 1) == last + 1:
+        if (
+            self.up(first) in ("CONCAT", "INSERT")
+            and self.toks[first + 1].text == "("
+            and self.skip(first + 1) == last + 1
+        ):
             return all(self._never_null(a, b) for a, b in self.commas(first + 2, last - 1))
         return False
 
@@ -413,7 +425,11 @@ class _Source:
         NULL), INSERT(s, n, m, t) of literals n, m, t (s is not NULL) or, where only NULL and FALSE
         are alike, a searched CASE whose every result is never NULL (one of its conditions holds)."""
         name = self.up(first)
-        if name in ("COALESCE", "INSERT") and self.toks[first + 1].text == "(" and self.skip(first + 1) == last + 1:
+        if (
+            name in ("COALESCE", "INSERT")
+            and self.toks[first + 1].text == "("
+            and self.skip(first + 1) == last + 1
+        ):
             args = self.commas(first + 2, last - 1)
             if name == "COALESCE":
                 return " OR ".join(f"{self.span(*arg)} IS NOT NULL" for arg in args)
@@ -439,7 +455,13 @@ class _Source:
         FALSE are alike: true exactly when s = the l of the one branch whose r is v (no branch: false)."""
         block = self.block_at.get(case[0])
         value = self.literal(*other)
-        if block is None or block.kind != "case" or block.end != case[1] or value is None or value.kind == "null":
+        if (
+            block is None
+            or block.kind != "case"
+            or block.end != case[1]
+            or value is None
+            or value.kind == "null"
+        ):
             return None
         marks = block.marks
         if not marks or marks[0] == block.opener + 1:
@@ -469,7 +491,11 @@ class _Source:
             return "", False
         chosen = results.index(True)
         when = pairs[chosen][0]
-        if any(self._equal(self.literal(*pairs[j][0]), self.literal(*when)) is not False for j in range(chosen)):  # type: ignore[arg-type]
+        chosen_value = self.literal(*when)
+        earlier = [self.literal(*pairs[j][0]) for j in range(chosen)]
+        if chosen_value is None or any(
+            v is None or self._equal(v, chosen_value) is not False for v in earlier
+        ):
             return None
         return f"{_value(self, block.opener + 1, marks[0] - 1)} = {self.span(*when)}", None
 
@@ -484,7 +510,12 @@ def _is_atomic(source: _Source, first: int, last: int) -> bool:
         i += 2
     if i == last and source.toks[i].kind in ("word", "bq"):
         return True
-    return source.toks[i].kind == "word" and i + 1 <= last and source.toks[i + 1].text == "(" and source.skip(i + 1) == last + 1
+    return (
+        source.toks[i].kind == "word"
+        and i + 1 <= last
+        and source.toks[i + 1].text == "("
+        and source.skip(i + 1) == last + 1
+    )
 
 
 def _value(source: _Source, first: int, last: int) -> str:
@@ -528,7 +559,9 @@ def _fold_call(source: _Source, i: int) -> tuple[int, int, str] | None:
         if len(kept) == 1:
             return i, close, _value(source, *kept[0])
         return i, close, "COALESCE(" + ", ".join(source.span(*arg) for arg in kept) + ")"
-    if name in _NULL_IN_NULL_OUT and any((v := source.literal(*arg)) is not None and v.kind == "null" for arg in args):
+    if name in _NULL_IN_NULL_OUT and any(
+        (v := source.literal(*arg)) is not None and v.kind == "null" for arg in args
+    ):
         return i, close, "NULL"
     return None
 
@@ -601,7 +634,9 @@ def _fold_case(source: _Source, block: _Block) -> tuple[int, int, str] | None:
     if not kept:
         return block.opener, block.end, default()
     otherwise_text = (
-        source.text[source.toks[otherwise - 1].end : source.toks[block.end - 1].end] if otherwise is not None else ""
+        source.text[source.toks[otherwise - 1].end : source.toks[block.end - 1].end]
+        if otherwise is not None
+        else ""
     )
     return block.opener, block.end, rebuilt(otherwise_text)
 
@@ -625,7 +660,7 @@ def _fold_if_statement(source: _Source, block: _Block) -> tuple[int, int, str] |
     if len(thens) != len(keywords) or len(elses) > 1:
         return None
     otherwise = elses[0] if elses else None
-    bounds = keywords[1:] + [otherwise if otherwise is not None else block.end]
+    bounds = [*keywords[1:], otherwise if otherwise is not None else block.end]
     kept: list[tuple[int, str]] = []
     changed = False
     for n, keyword in enumerate(keywords):
@@ -652,7 +687,15 @@ def _fold_if_statement(source: _Source, block: _Block) -> tuple[int, int, str] |
     return _rebuild_if(source, block, keywords, thens, bounds, kept, tail)
 
 
-def _rebuild_if(source, block, keywords, thens, bounds, kept, otherwise):  # type: ignore[no-untyped-def]
+def _rebuild_if(
+    source: _Source,
+    block: _Block,
+    keywords: list[int],
+    thens: list[int],
+    bounds: list[int],
+    kept: list[tuple[int, str]],
+    otherwise: tuple[int, int] | None,
+) -> tuple[int, int, str]:
     pieces = []
     for position, (n, text) in enumerate(kept):
         keyword = "IF" if position == 0 else "ELSEIF"
@@ -694,7 +737,11 @@ def _fold_where(source: _Source, i: int) -> tuple[int, int, str] | None:
     last, j = None, i + 1
     while j < len(source.toks):
         tok = source.toks[j]
-        if tok.text in (";", ")") or (tok.kind == "word" and tok.up in _WHERE_END) or tok.up in ("THEN", "END"):
+        if (
+            tok.text in (";", ")")
+            or (tok.kind == "word" and tok.up in _WHERE_END)
+            or tok.up in ("THEN", "END")
+        ):
             break
         j = source.skip(j)
         last = j - 1

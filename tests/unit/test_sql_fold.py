@@ -17,9 +17,18 @@ from email_outbox_devtools.sql_fold import fold
         ("SET x = IF(NULL = NULL, 1, 2);", "SET x = 2;"),
         ("SET x = CASE 'Sent' WHEN 'Released' THEN a WHEN 'Sent' THEN b ELSE c END;", "SET x = b;"),
         ("SET x = CASE 'Sent' WHEN 'Released' THEN a ELSE c + 1 END;", "SET x = (c + 1);"),
-        ("SET x = CASE WHEN 'Sent' = 'Failed' THEN 1 WHEN p > 0 THEN 2 ELSE 3 END;", "SET x = CASE WHEN p > 0 THEN 2 ELSE 3 END;"),
-        ("SET x = CASE WHEN p > 0 THEN 1 WHEN 'a' = 'a' THEN 2 WHEN q THEN 3 END;", "SET x = CASE WHEN p > 0 THEN 1 ELSE 2 END;"),
-        ("SET x = CASE WHEN 'Sent' = 'Sent' AND (p IS NULL) THEN 1 END;", "SET x = CASE WHEN (p IS NULL) THEN 1 END;"),
+        (
+            "SET x = CASE WHEN 'Sent' = 'Failed' THEN 1 WHEN p > 0 THEN 2 ELSE 3 END;",
+            "SET x = CASE WHEN p > 0 THEN 2 ELSE 3 END;",
+        ),
+        (
+            "SET x = CASE WHEN p > 0 THEN 1 WHEN 'a' = 'a' THEN 2 WHEN q THEN 3 END;",
+            "SET x = CASE WHEN p > 0 THEN 1 ELSE 2 END;",
+        ),
+        (
+            "SET x = CASE WHEN 'Sent' = 'Sent' AND (p IS NULL) THEN 1 END;",
+            "SET x = CASE WHEN (p IS NULL) THEN 1 END;",
+        ),
         ("SET x = COALESCE(NULL, a.claimed_by);", "SET x = a.claimed_by;"),
         ("SET x = COALESCE(0, p);", "SET x = 0;"),
         ("SET x = COALESCE(p, NULL, q);", "SET x = COALESCE(p, q);"),
@@ -35,7 +44,10 @@ from email_outbox_devtools.sql_fold import fold
         ("UPDATE t a SET a.x = 1, a.y = a.y WHERE a.id = p;", "UPDATE t a SET a.x = 1 WHERE a.id = p;"),
         ("IF 'Sent' IN ('Sent') THEN\n  SET x = 1;\nELSE\n  SET x = 2;\nEND IF;", "SET x = 1;"),
         ("IF 'Sent' = 'Failed' THEN\n  SET x = 1;\nELSE\n  SET x = 2;\nEND IF;", "SET x = 2;"),
-        ("SET y = 0;\nIF 'Sent' = 'Failed' THEN\n  SET x = 1;\nEND IF;\nSET z = 0;", "SET y = 0;\nSET z = 0;"),
+        (
+            "SET y = 0;\nIF 'Sent' = 'Failed' THEN\n  SET x = 1;\nEND IF;\nSET z = 0;",
+            "SET y = 0;\nSET z = 0;",
+        ),
         (
             "IF p THEN\n  SET x = 1;\nELSEIF 1 = 1 THEN\n  SET x = 2;\nELSE\n  SET x = 3;\nEND IF;",
             "IF p THEN\n  SET x = 1;\nELSE\n  SET x = 2;\nEND IF;",
