@@ -162,13 +162,19 @@ BEGIN
       BEGIN
         DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT
           v_refusal;
-        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
-        IF LEFT(v_refusal, 5) = '45007' THEN
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-        ELSEIF LEFT(v_refusal, 5) = '45010' THEN
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
-        END IF;
-        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+        -- The errno first, then the variable becomes the message (SIGNAL takes a variable, not an
+        -- expression): one variable, as every variable is paid for on every call.
+        CASE LEFT(v_refusal, 5)
+          WHEN '45007' THEN
+            SET v_refusal = CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_refusal;
+          WHEN '45010' THEN
+            SET v_refusal = CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_refusal;
+          ELSE
+            SET v_refusal = CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_refusal;
+        END CASE;
       END;
     END IF;
   END IF;
@@ -266,8 +272,6 @@ BEGIN
         BEGIN
           DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
           BEGIN
-            -- The table's collation: compared with the status column below.
-            DECLARE v_unsent_status VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci DEFAULT NULL;
             -- No such row is an answer (nothing changed), not a condition for the caller.
             DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
             SET v_from = NULL;
@@ -276,19 +280,19 @@ BEGIN
             -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
             -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
             -- its short lock wait timeout only.)
-            SELECT status INTO v_unsent_status
+            SELECT status INTO v_from
               FROM email_delivery_attempts FORCE INDEX (PRIMARY)
              WHERE id = v_id
                AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
-            IF v_unsent_status IS NOT NULL THEN
-              SET v_unsent_status = NULL;
-              SELECT status INTO v_unsent_status
+            IF v_from IS NOT NULL THEN
+              SET v_from = NULL;
+              SELECT status INTO v_from
                 FROM email_delivery_attempts FORCE INDEX (PRIMARY)
                WHERE id = v_id
                  AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
                  AND (expires_at <= v_now)
                  FOR UPDATE;
-              IF v_unsent_status IS NOT NULL THEN
+              IF v_from IS NOT NULL THEN
                 -- The row is ours until commit: its event reads the claim token and the expiry first, then the
                 -- change clears the claim.
                 INSERT INTO email_delivery_events
@@ -307,7 +311,6 @@ BEGIN
                        row_version = row_version + 1,
                        updated_at = v_now
                  WHERE id = v_id;
-                SET v_from = v_unsent_status;
               END IF;
             END IF;
           END;
@@ -340,8 +343,6 @@ BEGIN
           BEGIN
             DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
             BEGIN
-              -- The table's collation: compared with the status column below.
-              DECLARE v_unsent_status VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci DEFAULT NULL;
               -- No such row is an answer (nothing changed), not a condition for the caller.
               DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
               SET v_from = NULL;
@@ -350,19 +351,19 @@ BEGIN
               -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
               -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
               -- its short lock wait timeout only.)
-              SELECT status INTO v_unsent_status
+              SELECT status INTO v_from
                 FROM email_delivery_attempts FORCE INDEX (PRIMARY)
                WHERE id = v_id
                  AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
-              IF v_unsent_status IS NOT NULL THEN
-                SET v_unsent_status = NULL;
-                SELECT status INTO v_unsent_status
+              IF v_from IS NOT NULL THEN
+                SET v_from = NULL;
+                SELECT status INTO v_from
                   FROM email_delivery_attempts FORCE INDEX (PRIMARY)
                  WHERE id = v_id
                    AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
                    AND (expires_at <= v_now)
                    FOR UPDATE;
-                IF v_unsent_status IS NOT NULL THEN
+                IF v_from IS NOT NULL THEN
                   -- The row is ours until commit: its event reads the claim token and the expiry first, then the
                   -- change clears the claim.
                   INSERT INTO email_delivery_events
@@ -381,7 +382,6 @@ BEGIN
                          row_version = row_version + 1,
                          updated_at = v_now
                    WHERE id = v_id;
-                  SET v_from = v_unsent_status;
                 END IF;
               END IF;
             END;

@@ -43,13 +43,19 @@ BEGIN
           WHEN IF(p_permanent = 1, 'Failed', 'Retrying') IN ('Retrying', 'Failed', 'Released') AND (p_retry_delay_seconds IS NULL OR p_retry_delay_seconds < 0 OR p_retry_delay_seconds > 604800) THEN
             CONCAT('45001: ', 'retry_delay_seconds', ' must be 0 to 604800')
         END;
-      DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
-      IF LEFT(v_refusal, 5) = '45007' THEN
-        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-      ELSEIF LEFT(v_refusal, 5) = '45010' THEN
-        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
-      END IF;
-      SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
+      -- The errno first, then the variable becomes the message (SIGNAL takes a variable, not an
+      -- expression): one variable, as every variable is paid for on every call.
+      CASE LEFT(v_refusal, 5)
+        WHEN '45007' THEN
+          SET v_refusal = CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_refusal;
+        WHEN '45010' THEN
+          SET v_refusal = CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_refusal;
+        ELSE
+          SET v_refusal = CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_refusal;
+      END CASE;
     END;
   END IF;
   BEGIN

@@ -16,8 +16,6 @@ SQL SECURITY DEFINER
 BEGIN
   -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   BEGIN
-    -- The table's collation: compared with the status column below.
-    DECLARE v_unsent_status VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci DEFAULT NULL;
     -- No such row is an answer (nothing changed), not a condition for the caller.
     DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
     SET p_from_status = NULL;
@@ -26,19 +24,19 @@ BEGIN
     -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
     -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
     -- its short lock wait timeout only.)
-    SELECT status INTO v_unsent_status
+    SELECT status INTO p_from_status
       FROM email_delivery_attempts FORCE INDEX (PRIMARY)
      WHERE id = p_id
        AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
-    IF v_unsent_status IS NOT NULL THEN
-      SET v_unsent_status = NULL;
-      SELECT status INTO v_unsent_status
+    IF p_from_status IS NOT NULL THEN
+      SET p_from_status = NULL;
+      SELECT status INTO p_from_status
         FROM email_delivery_attempts FORCE INDEX (PRIMARY)
        WHERE id = p_id
          AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
          AND (p_expired_only = 0 OR expires_at <= p_now)
          FOR UPDATE;
-      IF v_unsent_status IS NOT NULL THEN
+      IF p_from_status IS NOT NULL THEN
         -- The row is ours until commit: its event reads the claim token and the expiry first, then the
         -- change clears the claim.
         INSERT INTO email_delivery_events
@@ -57,7 +55,6 @@ BEGIN
                row_version = row_version + 1,
                updated_at = p_now
          WHERE id = p_id;
-        SET p_from_status = v_unsent_status;
       END IF;
     END IF;
   END;

@@ -5,13 +5,12 @@
 -- mark (start_one, fenced by the claim token, Processing and reserved_at) finds nothing and the worker
 -- does not send it. A started claim, a terminal row or UnknownOutcome is left alone. The row lock
 -- taken first orders this against a start or a claim that reached the row at the same moment:
--- whichever came first wins, never both. Inside the caller's unit of work; one variable of its own,
--- as it is included in the send path's procedures, where every variable is paid for on every call.
+-- whichever came first wins, never both. Inside the caller's unit of work; no variable of its own
+-- (it is included in the send path's procedures, where every variable is paid for on every call).
 --   expired_only  1: only a row whose expires_at has passed by {{now}} (read again under the lock)
---   from_status   the caller's variable set to the status the row left (NULL: nothing changed)
+--   from_status   the caller's VARCHAR(20) variable, set to the status the row left (NULL: nothing
+--                 changed)
 BEGIN
-  -- The table's collation: compared with the status column below.
-  DECLARE v_unsent_status VARCHAR(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci DEFAULT NULL;
   -- No such row is an answer (nothing changed), not a condition for the caller.
   DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
   SET {{from_status}} = NULL;
@@ -20,19 +19,19 @@ BEGIN
   -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
   -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
   -- its short lock wait timeout only.)
-  SELECT status INTO v_unsent_status
+  SELECT status INTO {{from_status}}
     FROM email_delivery_attempts FORCE INDEX (PRIMARY)
    WHERE id = {{id}}
      AND {{>never_sent}};
-  IF v_unsent_status IS NOT NULL THEN
-    SET v_unsent_status = NULL;
-    SELECT status INTO v_unsent_status
+  IF {{from_status}} IS NOT NULL THEN
+    SET {{from_status}} = NULL;
+    SELECT status INTO {{from_status}}
       FROM email_delivery_attempts FORCE INDEX (PRIMARY)
      WHERE id = {{id}}
        AND {{>never_sent}}
        AND ({{expired_only}} = 0 OR expires_at <= {{now}})
        FOR UPDATE;
-    IF v_unsent_status IS NOT NULL THEN
+    IF {{from_status}} IS NOT NULL THEN
       -- The row is ours until commit: its event reads the claim token and the expiry first, then the
       -- change clears the claim.
       INSERT INTO email_delivery_events
@@ -51,7 +50,6 @@ BEGIN
              row_version = row_version + 1,
              updated_at = {{now}}
        WHERE id = {{id}};
-      SET {{from_status}} = v_unsent_status;
     END IF;
   END IF;
 END;
