@@ -63,53 +63,50 @@ BEGIN
   IF ROW_COUNT() = 1 THEN
     SET v_to = 'Processing';
   ELSE
-    SET v_to = NULL;
     BEGIN
-      DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
-      BEGIN
-        -- No such row is an answer (nothing changed), not a condition for the caller.
-        DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
-        SET v_from = NULL;
-        -- First a plain read, which locks nothing: a row that is being sent, or finished, is left without a
-        -- lock, so a caller whose transaction stays open after a call that changed nothing holds up no
-        -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
-        -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
-        -- its short lock wait timeout only.)
-        SELECT status INTO v_from
+      -- No such row is an answer (nothing changed), not a condition for the caller.
+      DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+      SET v_to = NULL;
+      -- First a plain read, which locks nothing: a row that is being sent, or finished, is left without a
+      -- lock, so a caller whose transaction stays open after a call that changed nothing holds up no
+      -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
+      -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
+      -- its short lock wait timeout only.)
+      SELECT status INTO v_to
+        FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+       WHERE id = p_id
+         AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
+      IF v_to IS NOT NULL THEN
+        SET v_to = NULL;
+        SELECT status INTO v_to
           FROM email_delivery_attempts FORCE INDEX (PRIMARY)
          WHERE id = p_id
-           AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
-        IF v_from IS NOT NULL THEN
-          SET v_from = NULL;
-          SELECT status INTO v_from
+           AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
+           AND (expires_at <= v_now)
+           FOR UPDATE;
+        IF v_to IS NOT NULL THEN
+          -- The row is ours until commit: its event reads the claim token and the expiry first, then the
+          -- change clears the claim.
+          INSERT INTO email_delivery_events
+            (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+          SELECT id, v_now, status, 'Failed', claim_token, 'start-check', SESSION_USER(), CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
             FROM email_delivery_attempts FORCE INDEX (PRIMARY)
-           WHERE id = p_id
-             AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
-             AND (expires_at <= v_now)
-             FOR UPDATE;
-          IF v_from IS NOT NULL THEN
-            -- The row is ours until commit: its event reads the claim token and the expiry first, then the
-            -- change clears the claim.
-            INSERT INTO email_delivery_events
-              (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-            SELECT id, v_now, status, 'Failed', claim_token, 'start-check', SESSION_USER(), CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
-              FROM email_delivery_attempts FORCE INDEX (PRIMARY)
-             WHERE id = p_id;
-            UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
-               SET status = 'Failed',
-                   last_error_code = 'Expired',
-                   last_error_message = LEFT(CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'), 8000),
-                   claim_token = NULL,
-                   lease_expires_at = NULL,
-                   claimed_from_status = NULL,
-                   reserved_at = NULL,
-                   row_version = row_version + 1,
-                   updated_at = v_now
-             WHERE id = p_id;
-          END IF;
+           WHERE id = p_id;
+          UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
+             SET status = 'Failed',
+                 last_error_code = 'Expired',
+                 last_error_message = LEFT(CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'), 8000),
+                 claim_token = NULL,
+                 lease_expires_at = NULL,
+                 claimed_from_status = NULL,
+                 reserved_at = NULL,
+                 row_version = row_version + 1,
+                 updated_at = v_now
+           WHERE id = p_id;
         END IF;
-      END;
+      END IF;
     END;
+    SET v_to = NULL;
   END IF;
   IF v_own = 1 THEN
     COMMIT;

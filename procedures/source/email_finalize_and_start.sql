@@ -22,7 +22,6 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_outcome VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_to VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_started VARCHAR(20) CHARACTER SET utf8mb4;
   DECLARE v_own INT DEFAULT NULL;
@@ -36,10 +35,13 @@ BEGIN
     {{>unit_begin | own = v_own}}
     {{>finalize_settle | id = p_id | token = p_claim_token | outcome = 'Sent' | provider_message_id = p_provider_message_id | error_code = p_error_code | error_message = p_error_message | delay = p_delay_seconds | to_status = v_to}}
   ELSE
-    SET v_outcome = {{>step_status | step = p_outcome}};
-    {{>refuse | where = 'email_finalize_and_start' | refusal = COALESCE({{>finalize_refusal | id = p_id | token = p_claim_token | more_refusals = | outcome = v_outcome | provider_message_id = p_provider_message_id | error_code = p_error_code | delay = COALESCE(p_delay_seconds, 0) | delay_field = 'delay_seconds'}}, INSERT(CASE {{>id_refusal | id = p_next_id}} {{>token_refusal | token = p_next_claim_token}} END, 6, 0, ': next'))}}
-    {{>unit_begin | own = v_own}}
-    {{>finalize_settle | id = p_id | token = p_claim_token | outcome = v_outcome | provider_message_id = p_provider_message_id | error_code = p_error_code | error_message = p_error_message | delay = p_delay_seconds | to_status = v_to}}
+    BEGIN
+      -- Declared here, where it is used: a variable costs every call that declares it.
+      DECLARE v_outcome VARCHAR(20) CHARACTER SET utf8mb4 DEFAULT {{>step_status | step = p_outcome}};
+      {{>refuse | where = 'email_finalize_and_start' | refusal = COALESCE({{>finalize_refusal | id = p_id | token = p_claim_token | more_refusals = | outcome = v_outcome | provider_message_id = p_provider_message_id | error_code = p_error_code | delay = COALESCE(p_delay_seconds, 0) | delay_field = 'delay_seconds'}}, INSERT(CASE {{>id_refusal | id = p_next_id}} {{>token_refusal | token = p_next_claim_token}} END, 6, 0, ': next'))}}
+      {{>unit_begin | own = v_own}}
+      {{>finalize_settle | id = p_id | token = p_claim_token | outcome = v_outcome | provider_message_id = p_provider_message_id | error_code = p_error_code | error_message = p_error_message | delay = p_delay_seconds | to_status = v_to}}
+    END;
   END IF;
   {{>start_one | id = p_next_id | token = p_next_claim_token | now = v_now | to_status = v_started}}
   {{>unit_end | own = v_own}}
