@@ -268,5 +268,5 @@ BEGIN
   IF v_own = 1 THEN
     COMMIT;
   END IF;
-  SELECT IF(v_to IS NULL, 0, 1) AS affected, v_to AS status, IF(v_started IS NULL, 0, 1) AS started;
+  SELECT v_to IS NOT NULL AS affected, v_to AS status, v_started IS NOT NULL AS started;
 END

@@ -45,5 +45,5 @@ BEGIN
   END IF;
   {{>start_one | id = p_next_id | token = p_next_claim_token | now = v_now | to_status = v_started}}
   {{>unit_end | own = v_own}}
-  SELECT IF(v_to IS NULL, 0, 1) AS affected, v_to AS status, IF(v_started IS NULL, 0, 1) AS started;
+  SELECT v_to IS NOT NULL AS affected, v_to AS status, v_started IS NOT NULL AS started;
 END
