@@ -362,7 +362,12 @@ class FaultRun:
         per_node = self.config.emails // len(self.cluster.nodes)
         faults_over = threading.Event()
         threads = [
-            threading.Thread(target=self.enqueuer, args=(i, name, per_node, phase.ids, faults_over))
+            # The phase's position in the ids too: a fault may run more than once (--phases a,a).
+            threading.Thread(
+                target=self.enqueuer,
+                args=(i, f"{name}{len(self.phases)}", per_node, phase.ids, faults_over),
+                daemon=True,  # a SIGTERM of the run (its cleanup) must not wait for their retries
+            )
             for i in range(len(self.cluster.nodes))
         ]
         for t in threads:

@@ -556,6 +556,17 @@ def test_bulk_works_on_a_frozen_capped_list_after_confirmation(
         made.close()
 
 
+def assert_read_only(client: TestClient, attempt_id: int) -> None:
+    """The console offers no action and refuses one posted anyway, saying it is read-only."""
+    page = client.get(f"/emails/{attempt_id}")
+    assert page.status_code == 200 and "read-only" in page.text
+    assert 'id="requeue-form"' not in page.text and "/bulk" not in page.text
+    token = csrf(client)
+    refused = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x"})
+    assert refused.status_code == 403 and "read-only" in refused.text
+    assert post(client, "/bulk/preview", {"csrf_token": token, "action": "requeue"}).status_code == 403
+
+
 def test_a_viewer_account_gets_a_read_only_console(
     server: TestServer, dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
 ) -> None:
@@ -566,16 +577,7 @@ def test_a_viewer_account_gets_a_read_only_console(
             assert not made.settings.can_act
             with TestClient(made.app, follow_redirects=False) as client:
                 client.auth = (USER, PASSWORD)
-                page = client.get(f"/emails/{attempt_id}")
-                assert page.status_code == 200 and "read-only" in page.text
-                assert 'id="requeue-form"' not in page.text and "/bulk" not in page.text
-                token = csrf(client)
-                refused = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x"})
-                assert refused.status_code == 403 and "read-only" in refused.text
-                assert (
-                    post(client, "/bulk/preview", {"csrf_token": token, "action": "requeue"}).status_code
-                    == 403
-                )
+                assert_read_only(client, attempt_id)
                 overview = client.get("/")
                 assert overview.status_code == 200 and 'data-status="UnknownOutcome"' in overview.text
         finally:
@@ -632,15 +634,7 @@ def test_read_only_flag_turns_the_actions_off_for_any_account(
         assert made.settings.database.can_act and not made.settings.can_act
         with TestClient(made.app, follow_redirects=False) as client:
             client.auth = (USER, PASSWORD)
-            page = client.get(f"/emails/{attempt_id}")
-            assert page.status_code == 200 and "read-only" in page.text
-            assert 'id="requeue-form"' not in page.text and "/bulk" not in page.text
-            token = csrf(client)
-            refused = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x"})
-            assert refused.status_code == 403 and "read-only" in refused.text
-            assert (
-                post(client, "/bulk/preview", {"csrf_token": token, "action": "requeue"}).status_code == 403
-            )
+            assert_read_only(client, attempt_id)
     finally:
         made.close()
     assert status_of(repo, attempt_id) == "UnknownOutcome"

@@ -62,6 +62,14 @@ class TestServer:
             args["database"] = database
         return mysql.connector.connect(**args, autocommit=True)
 
+    def set_global(self, name: str, value: int) -> None:
+        """SET GLOBAL `name` = `value` (a test that changes a shared server's setting puts it back)."""
+        conn = self.admin_connection()
+        try:
+            conn.cursor().execute(f"SET GLOBAL {name} = {int(value)}")
+        finally:
+            conn.close()
+
     @property
     def version(self) -> str:
         conn = self.admin_connection()

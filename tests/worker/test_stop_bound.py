@@ -23,10 +23,10 @@ from tests.support.helpers import enqueue_many
 from tests.support.worker_harness import account, drained, spawn_worker, wait_until
 
 # Grace 2 s, read timeout 2 s: the stop bound is 2 + 2 x 2 = 6 s. Before the bound, a finalize on a
-# silent server retried until its lease ended (10 s here, 120 s by default) and the process waited for
+# silent server retried until its lease ended (8 s here, 120 s by default) and the process waited for
 # it at exit.
 STOPPING = {
-    "concurrency": 4, "batch_size": 4, "lease_seconds": 10, "ses_connect_timeout": 1, "ses_read_timeout": 3,
+    "concurrency": 4, "batch_size": 4, "lease_seconds": 8, "ses_connect_timeout": 1, "ses_read_timeout": 2,
     "shutdown_grace_seconds": 2, "db_read_timeout": 2,
 }  # fmt: skip
 
@@ -44,16 +44,16 @@ def test_a_worker_whose_database_stops_answering_mid_send_exits_within_its_stop_
     assert bound.stop_bound_seconds == 6
     dsn = killable_server.migrated_database("email_outbox_stop_bound")
     repo = OutboxRepository.open(dsn)
-    enqueue_many(repo, 8, prefix="stop")
     server = killable_server.private
     assert server is not None and server.process is not None
-    endpoint.set_faults(FaultRule("hold_after_accept", seconds=2.5))
+    endpoint.set_faults(FaultRule("hold_after_accept", seconds=1.5))
     worker = spawn_worker(dsn, endpoint.url, tmp_path, "w", **STOPPING)
     stopped = False
     try:
         wait_until(lambda: "worker started" in worker.log(), 30, "the worker to start")
         worker.dump_stacks()  # SIGUSR1, the operator's aid: every thread's stack, and it carries on
         assert "most recent call first" in worker.log() and 'File "' in worker.log()
+        enqueue_many(repo, 8, prefix="stop")
         wait_until(lambda: len(endpoint.accepted()) == 4, 30, "four sends held open at the endpoint")
         assert worker.running()
         os.kill(server.process.pid, signal.SIGSTOP)

@@ -218,6 +218,13 @@ class Worker:
 
     # --- the run ----------------------------------------------------------------------------------
     def run(self) -> int:
+        """Until stopped; 0, or EXIT_ROWS_LEFT when the stop left rows in flight."""
+        try:
+            return self._run()
+        finally:
+            self._finished.set()  # the stop bound's watch stands down: the process is exiting
+
+    def _run(self) -> int:
         config = self.config
         if config.metrics_port is not None:
             self.metrics_server = start_metrics(config, self.stats, self.database, self.stopping)
@@ -248,7 +255,6 @@ class Worker:
             left = self._drain(executor)
             if self.metrics_server is not None:
                 self.metrics_server.stop()
-            self._finished.set()
         self.progress.write()
         log.info("worker stopped", extra={"stats": self.stats.snapshot()})
         return EXIT_ROWS_LEFT if left else 0
