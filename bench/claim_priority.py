@@ -22,13 +22,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import mysql.connector
-from costs import DIGITS, fill_terminal_rows
+from costs import DIGITS, fill_terminal_rows, new_database
 
-from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox_devtools.dbserver import PrivateServer
-from email_outbox_devtools.localdb import migrate_for_local_use
 
 BACKLOG = 10_000
 # The locking scan as the claim (procedures/source/fragments/claim_batch.sql) ran it before tenants (its FORCE INDEX included).
@@ -57,11 +54,12 @@ def add_backlog(repo: OutboxRepository, rows: int) -> None:
     cursor.close()
 
 
-def plan(repo: OutboxRepository) -> dict[str, Any]:
+def plan(repo: OutboxRepository, scan: str = CLAIM_SCAN) -> dict[str, Any]:
+    """The plan of the claim's locking read `scan` (EXPLAIN), and the rows it read (ANALYZE)."""
     cursor = repo.connection.cursor(dictionary=True)
-    cursor.execute("EXPLAIN " + CLAIM_SCAN)
+    cursor.execute("EXPLAIN " + scan)
     (explain,) = cursor.fetchall()
-    cursor.execute("ANALYZE FORMAT=JSON " + CLAIM_SCAN)
+    cursor.execute("ANALYZE FORMAT=JSON " + scan)
     analyzed = json.loads(cursor.fetchall()[0]["ANALYZE"])
     cursor.close()
     table = analyzed["query_block"].get("table") or analyzed["query_block"]["nested_loop"][0]["table"]
@@ -74,25 +72,38 @@ def plan(repo: OutboxRepository) -> dict[str, Any]:
     }
 
 
-def claim_times(repo: OutboxRepository, repeat: int) -> list[float]:
+def claim_times(
+    repo: OutboxRepository, repeat: int, procedure: str = "email_claim_batch_bounded"
+) -> list[float]:
+    """ms of `repeat` claims of 8 (`procedure`: the worker's claim, or email_reserve_batch), each batch
+    released again so the next finds the same backlog."""
+    claim = repo.reserve_batch if procedure == "email_reserve_batch" else repo.claim_batch_bounded
     samples = []
     for _ in range(repeat):
         token = uuid.uuid4().hex
         t0 = time.perf_counter()
-        rows = repo.claim_batch_bounded(token, "bench", 60, 8, 262_144)
+        rows = claim(token, "bench", 60, 8, 262_144)
         samples.append((time.perf_counter() - t0) * 1000)
         for row in rows:
             repo.release_claim(row.id, token, 0)
     return samples
 
 
+def p50_p99(
+    repo: OutboxRepository, repeat: int, procedure: str = "email_claim_batch_bounded"
+) -> dict[str, float]:
+    """The median and p99 ms of `repeat` claims (claim_times), after 5 that warm the path."""
+    claim_times(repo, 5, procedure)
+    samples = sorted(claim_times(repo, repeat, procedure))
+    return {
+        "p50": statistics.median(samples),
+        "p99": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+    }
+
+
 def measure(server: PrivateServer, rows: int, repeat: int) -> list[dict[str, Any]]:
     name = f"priority_{rows}"
-    conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
-    conn.cursor().execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-    conn.close()
-    dsn = DatabaseDsn.parse(server.dsn(name))
-    migrate_for_local_use(dsn)
+    dsn = new_database(server, name)
     fill_terminal_rows(server, name, rows)
     repo = OutboxRepository.open(dsn)
     add_backlog(repo, BACKLOG)
@@ -104,17 +115,7 @@ def measure(server: PrivateServer, rows: int, repeat: int) -> list[dict[str, Any
             cursor.execute("ANALYZE TABLE email_delivery_attempts")
             cursor.fetchall()
             cursor.close()
-        claim_times(repo, 5)  # warm
-        samples = sorted(claim_times(repo, repeat))
-        results.append(
-            {
-                "rows": rows,
-                "mix": mix,
-                **plan(repo),
-                "p50": statistics.median(samples),
-                "p99": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
-            }
-        )
+        results.append({"rows": rows, "mix": mix, **plan(repo), **p50_p99(repo, repeat)})
     repo.close()
     return results
 

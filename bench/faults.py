@@ -80,6 +80,8 @@ class Config:
     # random moment; the short run's few sends raise it.
     failpoint_odds: float = 0.05
     settle: float = 3.0  # seconds of enqueues before a phase's faults and after them
+    # The nodes a partition cuts off, one after the other (each healed before the next).
+    partitioned: tuple[int, ...] = (1, 2)
     drain_timeout: float = 240.0
 
 
@@ -261,7 +263,7 @@ class FaultRun:
             positions = c.recover()
             note(f"recovered: bootstrapped from the most advanced of {positions}")
         elif kind == "partition":
-            for index in (1, 2):
+            for index in self.config.partitioned:
                 c.isolate(index)
                 note(f"node{index} cut off")
                 time.sleep(max(5.0, lease / 2))
@@ -360,7 +362,12 @@ class FaultRun:
         per_node = self.config.emails // len(self.cluster.nodes)
         faults_over = threading.Event()
         threads = [
-            threading.Thread(target=self.enqueuer, args=(i, name, per_node, phase.ids, faults_over))
+            # The phase's position in the ids too: a fault may run more than once (--phases a,a).
+            threading.Thread(
+                target=self.enqueuer,
+                args=(i, f"{name}{len(self.phases)}", per_node, phase.ids, faults_over),
+                daemon=True,  # a SIGTERM of the run (its cleanup) must not wait for their retries
+            )
             for i in range(len(self.cluster.nodes))
         ]
         for t in threads:
@@ -580,7 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     if args.short:
         config.emails, config.workers, config.lease, config.rate = min(config.emails, 30), 2, 6, 6.0
-        config.drain_timeout, config.failpoint_odds, config.settle = 90.0, 0.3, 1.5
+        config.drain_timeout, config.failpoint_odds, config.settle = 90.0, 0.3, 1.0
+        # One node cut off, then healed: two cuts back to back are the full run's.
+        config.partitioned = (1,)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix=f"faults-{config.seed}-", dir=out)).resolve()

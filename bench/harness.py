@@ -166,6 +166,9 @@ def aws_env(endpoint_url: str) -> dict[str, str]:
 class Bench:
     server: PrivateServer
     names: Iterator[int] = field(default_factory=lambda: iter(range(1, 10**9)))
+    # Statements run on each fresh database once it is migrated: a schema variant to measure
+    # (bench/db_profile.py --variant).
+    after_migrate: list[str] = field(default_factory=list)
 
     def fresh_database(self) -> DatabaseDsn:
         name = f"bench_{next(self.names)}"
@@ -176,6 +179,11 @@ class Bench:
         conn.close()
         dsn = DatabaseDsn.parse(self.server.dsn(name))
         migrate_for_local_use(dsn)
+        if self.after_migrate:
+            conn = mysql.connector.connect(**dsn.connect_args(), autocommit=True)
+            for statement in self.after_migrate:
+                conn.cursor().execute(statement)
+            conn.close()
         return dsn
 
     @property

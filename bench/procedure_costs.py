@@ -13,7 +13,8 @@ The calls:
 - email_finalize_and_start, a Sent row's finalize and the next row's start: one per email while sends
   are slow (at 50 ms every email takes this path);
 - email_finalize_batch of 8 Sent rows and 8 starts: one group commit at 0 ms provider latency;
-- email_reserve_batch of 8 and of 64 rows, and a reserve that finds nothing due.
+- email_reserve_batch of 8 and of 64 rows, and a reserve that finds nothing due;
+- email_send_rate_take of 32 sends, a replica's slice of the shared send rate (2 x 8 slots ask for 32).
 
     python bench/procedure_costs.py           # 300 calls of each, 75 of the batch and the 64-row reserve
     python bench/procedure_costs.py --tiny    # the form `make test` runs
@@ -63,6 +64,11 @@ class Meter:
 
     def prepare(self, round_trip: Callable[[], object]) -> None: ...
 
+    def pause(self) -> None:
+        """Until resume(): the fixtures that follow need not be counted."""
+
+    def resume(self, round_trip: Callable[[], object]) -> None: ...
+
     def start(self) -> None: ...
 
     def stop(self) -> float:
@@ -103,6 +109,13 @@ class InstructionMeter(Meter):
     def prepare(self, round_trip: Callable[[], object]) -> None:
         self._control("--instr=on")
         round_trip()
+
+    def pause(self) -> None:
+        # The fixtures' enqueues, instrumented, took most of a run's time under valgrind.
+        self._control("--instr=off")
+
+    def resume(self, round_trip: Callable[[], object]) -> None:
+        self.prepare(round_trip)
 
     def start(self) -> None:
         self._control("--zero")
@@ -166,9 +179,12 @@ def _reserve_all(repo: OutboxRepository, prefix: str, rows: int) -> list[tuple[i
     return held
 
 
-def _due(dsn: DatabaseDsn, prefix: str, rows: int) -> None:
+def _due(dsn: DatabaseDsn, meter: Meter, prefix: str, rows: int, round_trip: Callable[[], object]) -> None:
+    """`rows` rows due now, written while the meter does not count (a fixture, not a measured call)."""
+    meter.pause()
     enqueue_bulk(dsn, rows, prefix, hold=True)
     make_due(dsn)
+    meter.resume(round_trip)
 
 
 def _sent(row: tuple[int, str]) -> FinalizeItem:
@@ -190,7 +206,7 @@ def measure(dsn: DatabaseDsn, meter: Meter, calls: int) -> list[Cost]:
 
     try:
         meter.prepare(repo.server_version)
-        _due(dsn, "fas", calls + 2)
+        _due(dsn, meter, "fas", calls + 2, repo.server_version)
         rows = _reserve_all(repo, "fas", calls + 2)
         repo.start_send(*rows[0])
 
@@ -201,7 +217,7 @@ def measure(dsn: DatabaseDsn, meter: Meter, calls: int) -> list[Cost]:
         timed("email_finalize_and_start (Sent + start)", 1, calls, finalize_and_start)
 
         groups = max(1, calls // 4)
-        _due(dsn, "batch", 8 * (groups + 2))
+        _due(dsn, meter, "batch", 8 * (groups + 2), repo.server_version)
         batch_rows = _reserve_all(repo, "batch", 8 * (groups + 2))
         for row in batch_rows[:8]:
             repo.start_send(*row)
@@ -217,9 +233,19 @@ def measure(dsn: DatabaseDsn, meter: Meter, calls: int) -> list[Cost]:
             return lambda i: _check_rows(_reserve(repo, f"r{limit}-{expected}-{i}", limit), expected)
 
         for limit, n in ((8, calls), (64, groups)):
-            _due(dsn, f"reserve{limit}", limit * (n + 1))
+            _due(dsn, meter, f"reserve{limit}", limit * (n + 1), repo.server_version)
             timed(f"email_reserve_batch ({limit} rows)", limit, n, reserving(limit, limit))
         timed("email_reserve_batch (nothing due)", 0, calls, reserving(8, 0))
+
+        # A replica's slice of the shared send rate: once per 4 x its slots of sends (SLOTS_PER_ASK).
+        # At the highest rate a slice is 3.4 ms of the schedule: counted (under callgrind each take
+        # is slower than that) every ask is granted whole; timed, later ones may wait instead.
+        repo.send_rate_report("bench", 10_000, "override", 9_500, None, None, None)
+
+        def rate_take(i: int) -> None:
+            repo.send_rate_take("bench", 32, 0, 3600)
+
+        timed("email_send_rate_take (32 sends)", 32, calls, rate_take)
     finally:
         repo.close()
     return costs
@@ -229,16 +255,20 @@ def _check_rows(rows: list[tuple[int, str]], expected: int) -> None:
     assert len(rows) == expected, f"reserved {len(rows)} rows, expected {expected}"
 
 
-def run(base: Path, calls: int, under_valgrind: bool) -> list[Cost]:
+def run(base: Path, calls: int, under_valgrind: bool, variant: list[str] | None = None) -> list[Cost]:
     out_prefix = base / "callgrind.out"
     server = PrivateServer(base / "db", durable=True, buffer_pool_size=None)
     server.extra_args = server_args(server.binary, under_valgrind)
-    if under_valgrind:
-        server.launcher = callgrind_launcher(out_prefix)
     try:
-        # Well inside the tiny test's own timeout, so a server that does not come up is stopped here.
-        server.start(timeout=240 if under_valgrind else 60)
-        dsn = Bench(server).fresh_database()
+        server.start(timeout=60)
+        dsn = Bench(server, after_migrate=variant or []).fresh_database()
+        if under_valgrind:
+            # The migrations ran on the plain server, on the same datadir: under valgrind they took a
+            # good part of the run.
+            server.stop()
+            server.launcher = callgrind_launcher(out_prefix)
+            # Well inside the tiny test's own timeout, so a server that does not come up is stopped here.
+            server.start(timeout=240)
         assert server.process is not None
         pid = server.process.pid
         meter: Meter = InstructionMeter(pid, out_prefix) if under_valgrind else CpuMeter(pid)
@@ -342,8 +372,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--terminal-rows", type=int, default=0, help="Sent rows beside the due ones (--tenants)"
     )
+    parser.add_argument(
+        "--variant", default="",
+        help="statements (';'-separated) run on the fresh database after its migration: a schema to compare",
+    )  # fmt: skip
+    parser.add_argument("--no-cpu", action="store_true", help="the instruction counts alone (no timed run)")
     args = parser.parse_args(argv)
     calls = 8 if args.tiny else args.calls
+    variant = [x.strip() for x in args.variant.split(";") if x.strip()]
     if args.tenants:
         base = Path(tempfile.mkdtemp(prefix="procedure-costs-"))
         try:
@@ -358,8 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="procedure-costs-"))
     try:
         # /proc counts CPU in 10 ms ticks: five times the calls on the plain server make enough of them.
-        cpu = run(base / "cpu", CPU_CALLS_FACTOR * calls, under_valgrind=False)
-        instructions = run(base / "callgrind", calls, under_valgrind=True) if valgrind else None
+        cpu = None if args.no_cpu else run(base / "cpu", CPU_CALLS_FACTOR * calls, False, variant)
+        instructions = run(base / "callgrind", calls, True, variant) if valgrind else None
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(
@@ -370,14 +406,14 @@ def main(argv: list[str] | None = None) -> int:
         "| call | emails per call | thousand instructions per call | per email | server CPU ms per call | per email |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    for k, cost in enumerate(cpu):
+    for k, cost in enumerate(cpu or instructions or []):
         count = instructions[k].per_call if instructions else None
         per = max(cost.emails_per_call, 1)
         cells = [
             f"{count:,.0f}" if count is not None else "-",
             f"{count / per:,.0f}" if count is not None and cost.emails_per_call else "-",
-            f"{cost.per_call:.3f}",
-            f"{cost.per_call / per:.3f}" if cost.emails_per_call else "-",
+            f"{cost.per_call:.3f}" if cpu else "-",
+            f"{cost.per_call / per:.3f}" if cpu and cost.emails_per_call else "-",
         ]
         print(f"| {cost.call} | {cost.emails_per_call} | {' | '.join(cells)} |")
     return 0

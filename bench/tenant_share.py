@@ -23,17 +23,17 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import mysql.connector
-from costs import DIGITS, fill_terminal_rows
+from claim_priority import p50_p99, plan
+from costs import DIGITS, fill_terminal_rows, new_database
 
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox_devtools.dbserver import PrivateServer
-from email_outbox_devtools.localdb import migrate_for_local_use
 from email_outbox_devtools.ses_endpoint import SesEndpoint
 from email_outbox_devtools.worker_process import spawn_worker
 
@@ -71,15 +71,6 @@ def walk_plan(cursor: Any) -> str:
     )
 
 
-def database(server: PrivateServer, name: str) -> DatabaseDsn:
-    conn = mysql.connector.connect(host="127.0.0.1", port=server.port, user="root", autocommit=True)
-    conn.cursor().execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-    conn.close()
-    dsn = DatabaseDsn.parse(server.dsn(name))
-    migrate_for_local_use(dsn)
-    return dsn
-
-
 def add_tenant(repo: OutboxRepository, name: str, weight: int = 1) -> None:
     repo.tenant_add(name, {"accounts": ["*"], "weight": weight}, "bench", "bench")
 
@@ -110,6 +101,10 @@ def accepted_by_tenant(endpoint: SesEndpoint, start: float, end: float) -> dict[
     return counts
 
 
+def _accepted_of(endpoint: SesEndpoint, addresses: dict[str, float]) -> int:
+    return sum(1 for m in endpoint.accepted() if m.to and m.to[0] in addresses)
+
+
 def first_send(endpoint: SesEndpoint, worker: Any) -> None:
     deadline = time.monotonic() + 60
     while not endpoint.accepted():
@@ -131,38 +126,50 @@ def run_worker(dsn: DatabaseDsn, endpoint: SesEndpoint, log_dir: Path) -> Any:
     )
 
 
-def latency_scenario(server: PrivateServer, log_dir: Path, seconds: float, backlog: int) -> dict[str, Any]:
-    """A's backlog at priority 9 against B's trickle at priority 5."""
-    dsn = database(server, "share_latency")
-    repo = OutboxRepository.open(dsn)
-    add_tenant(repo, "a")
-    add_tenant(repo, "b")
-    bulk_rows(repo, "a", backlog, 9, "a-")
+@contextmanager
+def one_worker(dsn: DatabaseDsn, log_dir: Path) -> Iterator[SesEndpoint]:
+    """The local SES endpoint (its own quota far above the account's rate) and one worker at
+    ACCOUNT_RATE, from the worker's first send; the worker stops on leaving, and the endpoint's
+    records stay readable."""
     with SesEndpoint() as endpoint:
         endpoint.set_quota(max_send_rate=1000, max_24_hour_send=10_000_000)
         worker = run_worker(dsn, endpoint, log_dir)
         try:
             first_send(endpoint, worker)
-            time.sleep(2)  # the worker at its pace before B starts
-            enqueued: dict[str, float] = {}
-            start = time.time()
-            i = 0
-            while time.time() - start < seconds:
-                due = start + i / 2
-                time.sleep(max(0.0, due - time.time()))
-                address = f"b-{i}@example.com"
-                message = {"to": [address], "subject": "code", "text": "123456", "priority": 5, "tenant": "b"}
-                enqueued[address] = time.time()
-                repo.enqueue_message(f"b-{i}", json.dumps(message))
-                i += 1
-            end = time.time()
-            time.sleep(3)  # B's last emails go out
+            yield endpoint
         finally:
             worker.terminate()
-        waits = sorted(
-            m.accepted_at - enqueued[m.to[0]] for m in endpoint.accepted() if m.to and m.to[0] in enqueued
-        )
-        shares = accepted_by_tenant(endpoint, start, end)
+
+
+def latency_scenario(server: PrivateServer, log_dir: Path, seconds: float, backlog: int) -> dict[str, Any]:
+    """A's backlog at priority 9 against B's trickle at priority 5."""
+    dsn = new_database(server, "share_latency")
+    repo = OutboxRepository.open(dsn)
+    add_tenant(repo, "a")
+    add_tenant(repo, "b")
+    bulk_rows(repo, "a", backlog, 9, "a-")
+    with one_worker(dsn, log_dir) as endpoint:
+        time.sleep(2)  # the worker at its pace before B starts
+        enqueued: dict[str, float] = {}
+        start = time.time()
+        i = 0
+        while time.time() - start < seconds:
+            due = start + i / 2
+            time.sleep(max(0.0, due - time.time()))
+            address = f"b-{i}@example.com"
+            message = {"to": [address], "subject": "code", "text": "123456", "priority": 5, "tenant": "b"}
+            enqueued[address] = time.time()
+            repo.enqueue_message(f"b-{i}", json.dumps(message))
+            i += 1
+        end = time.time()
+        # B's last emails go out (at most 3 s: one that takes longer shows in the wait's max).
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and _accepted_of(endpoint, enqueued) < len(enqueued):
+            time.sleep(0.05)
+    waits = sorted(
+        m.accepted_at - enqueued[m.to[0]] for m in endpoint.accepted() if m.to and m.to[0] in enqueued
+    )
+    shares = accepted_by_tenant(endpoint, start, end)
     repo.close()
     window = end - start
     a_rate = shares.get("a", 0) / window
@@ -181,23 +188,17 @@ def latency_scenario(server: PrivateServer, log_dir: Path, seconds: float, backl
 
 
 def weights_scenario(server: PrivateServer, log_dir: Path, seconds: float, backlog: int) -> dict[str, Any]:
-    dsn = database(server, "share_weights")
+    dsn = new_database(server, "share_weights")
     repo = OutboxRepository.open(dsn)
     add_tenant(repo, "heavy", weight=3)
     add_tenant(repo, "light", weight=1)
     bulk_rows(repo, "heavy", backlog, 5, "heavy-")
     bulk_rows(repo, "light", backlog, 9, "light-")
-    with SesEndpoint() as endpoint:
-        endpoint.set_quota(max_send_rate=1000, max_24_hour_send=10_000_000)
-        worker = run_worker(dsn, endpoint, log_dir)
-        try:
-            first_send(endpoint, worker)
-            start = time.time()
-            time.sleep(seconds)
-            end = time.time()
-        finally:
-            worker.terminate()
-        shares = accepted_by_tenant(endpoint, start, end)
+    with one_worker(dsn, log_dir) as endpoint:
+        start = time.time()
+        time.sleep(seconds)
+        end = time.time()
+    shares = accepted_by_tenant(endpoint, start, end)
     repo.close()
     heavy, light = shares.get("heavy", 0), shares.get("light", 0)
     return {
@@ -208,11 +209,14 @@ def weights_scenario(server: PrivateServer, log_dir: Path, seconds: float, backl
     }
 
 
-def scale_scenario(server: PrivateServer, terminal: int, tenants: int, repeat: int) -> list[dict[str, Any]]:
+def scale_scenario(
+    server: PrivateServer, terminal: int, repeat: int, spreads: tuple[int, ...]
+) -> list[dict[str, Any]]:
+    """For each number in `spreads`, the backlog spread over that many tenants."""
     results = []
-    for spread in (1, tenants):
+    for spread in spreads:
         name = f"share_scale_{terminal}_{spread}"
-        dsn = database(server, name)
+        dsn = new_database(server, name)
         fill_terminal_rows(server, name, terminal)
         repo = OutboxRepository.open(dsn)
         for t in range(spread):
@@ -223,35 +227,15 @@ def scale_scenario(server: PrivateServer, terminal: int, tenants: int, repeat: i
         cursor.fetchall()
         cursor.execute("SELECT id FROM email_tenants WHERE name = 't000'")
         (first,) = cursor.fetchall()
-        scan = TENANT_SCAN.replace("%s", str(first["id"]))
-        cursor.execute("EXPLAIN " + scan)
-        (explain,) = cursor.fetchall()
-        cursor.execute("ANALYZE FORMAT=JSON " + scan)
-        analyzed = json.loads(cursor.fetchall()[0]["ANALYZE"])
-        table = analyzed["query_block"].get("table") or analyzed["query_block"]["nested_loop"][0]["table"]
         walk = walk_plan(cursor)
         cursor.close()
-        samples = []
-        for n in range(repeat + 5):
-            token = uuid.uuid4().hex
-            t0 = time.perf_counter()
-            rows = repo.reserve_batch(token, "bench", 60, 8, 262_144)
-            if n >= 5:
-                samples.append((time.perf_counter() - t0) * 1000)
-            for row in rows:
-                repo.release_claim(row.id, token, 0)
-        samples.sort()
         results.append(
             {
                 "terminal": terminal,
                 "tenants": spread,
-                "key": explain["key"],
-                "type": explain["type"],
-                "r_rows": float(table.get("r_rows", 0)),
-                "sort": "filesort" in (explain["Extra"] or ""),
+                **plan(repo, TENANT_SCAN.replace("%s", str(first["id"]))),
                 "walk": walk,
-                "p50": statistics.median(samples),
-                "p99": samples[min(len(samples) - 1, int(len(samples) * 0.99))],
+                **p50_p99(repo, repeat, "email_reserve_batch"),
             }
         )
         repo.close()
@@ -271,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             latency = latency_scenario(server, Path(base), latency_seconds, backlog)
             weights = weights_scenario(server, Path(base), weight_seconds, 20 * backlog)
-            scale = scale_scenario(server, terminal, tenants, repeat)
+            # The tiny run reads the plan at `tenants` only: the one-tenant row is the full run's baseline.
+            spreads = (tenants,) if args.tiny else (1, tenants)
+            scale = scale_scenario(server, terminal, repeat, spreads)
         finally:
             server.stop()
     print(f"one replica, account rate {ACCOUNT_RATE}/s (paced at 95%)")

@@ -6,9 +6,9 @@
 #                                     the suite drives (below).
 # Only the binaries are needed: tests and the demo run private servers in temp directories.
 # For the tests: redis-server and rabbitmq-server, for the benchmark's Celery peers (bench/brokers.py),
-# chromium for the console's browser tests, valgrind for bench/procedure_costs.py, and promtool
-# (Debian's prometheus) for the alerting rules' unit tests, and iproute2 for the fault runs' network
-# namespaces (bench/faults.py).
+# chromium for the console's browser tests, valgrind for bench/procedure_costs.py, perf (linux-perf) for
+# bench/db_profile.py, promtool (Debian's prometheus) for the alerting rules' unit tests, and iproute2
+# for the fault runs' network namespaces (bench/faults.py).
 # The Galera cluster tests also need galera-4, mariadb-backup and socat: installed where apt-get can;
 # without them those tests say SKIP with the reason.
 # The Java example of docs/procedures.md (tests/test_other_languages.py) needs MariaDB Connector/J and
@@ -149,6 +149,11 @@ ensure_promtool() {
     $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
   fi
 }
+# bench/db_profile.py records the server with perf (Debian's linux-perf) to say where its CPU goes.
+ensure_perf() {
+  command -v perf >/dev/null 2>&1 && return 0
+  apt_install_for "bench/db_profile.py" linux-perf
+}
 # bench/faults.py puts each Galera node in a network namespace of its own (ip netns) to cut links.
 ensure_iproute2() {
   command -v ip >/dev/null 2>&1 && return 0
@@ -190,6 +195,7 @@ if [ "$MODE" = test ]; then
   ensure_java_parts
   ensure_go_and_php
   ensure_valgrind
+  ensure_perf
   ensure_promtool
   ensure_cluster_parts
   ensure_iproute2

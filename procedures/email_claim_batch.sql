@@ -45,31 +45,37 @@ BEGIN
       RESIGNAL;
     END;
   
-    BEGIN
-      DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE
-          WHEN 9223372036854775807 IS NULL OR 9223372036854775807 < 0 THEN '45001: max_inline_body_bytes must be 0 or more'
-          WHEN p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters'
-          WHEN p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
-            '45007: claimed_by must be 1 to 191 characters'
-          WHEN p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN '45007: lease_seconds must be 1 to 86400'
-          WHEN p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN '45001: limit must be 1 to 10000'
-          WHEN p_claimed_by REGEXP REPLACE(
-                                     '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
-                                     '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin) THEN
-            '45010: claimed_by must not contain control characters, line or paragraph separators, bidi formatting or invisible format characters'
-        END;
-      IF v_refusal IS NOT NULL THEN
-        BEGIN
-          DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_claim_batch', SUBSTRING(v_refusal, 6));
-          IF LEFT(v_refusal, 5) = '45007' THEN
-            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-          ELSEIF LEFT(v_refusal, 5) = '45010' THEN
-            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
-          END IF;
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
-        END;
-      END IF;
-    END;
+    IF ((CHAR_LENGTH(p_claim_token) BETWEEN 1 AND 64) IS NOT TRUE) OR (p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191) OR (p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400) OR (p_limit IS NULL OR p_limit < 1 OR p_limit > 10000) OR (p_claimed_by REGEXP REPLACE(
+                                   '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
+                                   '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin)) THEN
+      BEGIN
+        DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT
+          CASE
+              WHEN (CHAR_LENGTH(p_claim_token) BETWEEN 1 AND 64) IS NOT TRUE THEN '45007: claim_token must be 1 to 64 characters'
+              WHEN p_claimed_by IS NULL OR CHAR_LENGTH(p_claimed_by) < 1 OR CHAR_LENGTH(p_claimed_by) > 191 THEN
+                '45007: claimed_by must be 1 to 191 characters'
+              WHEN p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN '45007: lease_seconds must be 1 to 86400'
+              WHEN p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN '45001: limit must be 1 to 10000'
+              WHEN p_claimed_by REGEXP REPLACE(
+                                         '[~x{0}-~x{1F}~x{7F}-~x{9F}~x{2028}~x{2029}~x{202A}-~x{202E}~x{2066}-~x{2069}~x{200E}~x{200F}~x{61C}~x{AD}~x{180E}~x{200B}~x{2060}-~x{2064}~x{206A}-~x{206F}~x{FEFF}~x{FFF9}-~x{FFFB}]',
+                                         '~', CHAR(92 USING utf8mb4) COLLATE utf8mb4_bin) THEN
+                '45010: claimed_by must not contain control characters, line or paragraph separators, bidi formatting or invisible format characters'
+            END;
+        -- The errno first, then the variable becomes the message (SIGNAL takes a variable, not an
+        -- expression): one variable, as every variable is paid for on every call.
+        CASE LEFT(v_refusal, 5)
+          WHEN '45007' THEN
+            SET v_refusal = CONCAT('email_claim_batch', SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_refusal;
+          WHEN '45010' THEN
+            SET v_refusal = CONCAT('email_claim_batch', SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_refusal;
+          ELSE
+            SET v_refusal = CONCAT('email_claim_batch', SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_refusal;
+        END CASE;
+      END;
+    END IF;
   
     -- The sweeps, each called only when a consistent read that locks nothing finds it work to do: most
     -- claims find none, and a call with its cursor would cost more than the probe. (SELECT ... INTO: a
@@ -462,7 +468,7 @@ BEGIN
              a.claimed_by = p_claimed_by,
              a.claimed_at = v_now,
              a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
-             a.reserved_at = IF(0 = 1, v_now, NULL),
+             a.reserved_at = NULL,
              a.row_version = a.row_version + 1,
              a.updated_at = v_now
        WHERE a.status IN ('Pending', 'Retrying');

@@ -109,13 +109,12 @@ BEGIN
            WHEN COALESCE(JSON_TYPE(o.m_error_message), 'NULL') NOT IN ('STRING', 'NULL') THEN '45002: error_message must be a string'
            WHEN o.step IS NULL THEN '45001: outcome must be Sent, Failed, Retrying, UnknownOutcome, Released or Started'
            -- (an id past BIGINT's range is no id of a row)
-           WHEN IF(o.id > 9223372036854775807, 0, o.id) IS NULL OR IF(o.id > 9223372036854775807, 0, o.id) < 1 THEN '45001: id must be a positive integer'
-           WHEN o.claim_token IS NULL OR CHAR_LENGTH(o.claim_token) < 1 OR CHAR_LENGTH(o.claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters'
+           WHEN (IF(o.id > 9223372036854775807, 0, o.id) >= 1) IS NOT TRUE THEN '45001: id must be a positive integer'
+           WHEN (CHAR_LENGTH(o.claim_token) BETWEEN 1 AND 64) IS NOT TRUE THEN '45007: claim_token must be 1 to 64 characters'
            WHEN o.step = 'Started' THEN NULL
            WHEN o.step IS NULL OR o.step NOT IN ('Sent', 'Failed', 'Retrying', 'UnknownOutcome', 'Released') THEN
              '45001: outcome must be Sent, Failed, Retrying, UnknownOutcome or Released'
-           WHEN o.step = 'Sent' AND (o.provider_message_id IS NULL OR CHAR_LENGTH(o.provider_message_id) < 1
-                                          OR CHAR_LENGTH(o.provider_message_id) > 191) THEN
+           WHEN o.step = 'Sent' AND (CHAR_LENGTH(o.provider_message_id) BETWEEN 1 AND 191) IS NOT TRUE THEN
              '45001: provider_message_id must be 1 to 191 characters'
            WHEN CHAR_LENGTH(o.error_code) > 191 THEN '45001: error_code must be at most 191 characters'
            WHEN o.step IN ('Retrying', 'Failed', 'Released') AND (o.delay IS NULL OR o.delay < 0 OR o.delay > 604800) THEN
@@ -159,20 +158,25 @@ BEGIN
       SET v_message = CONCAT('email_finalize_batch: outcomes[', v_seq, ']', SUBSTRING(v_refusal, 6));
       SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = v_message;
     END IF;
-    BEGIN
-      DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT v_refusal;
-      IF v_refusal IS NOT NULL THEN
-        BEGIN
-          DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
-          IF LEFT(v_refusal, 5) = '45007' THEN
-            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-          ELSEIF LEFT(v_refusal, 5) = '45010' THEN
-            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
-          END IF;
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
-        END;
-      END IF;
-    END;
+    IF v_refusal IS NOT NULL THEN
+      BEGIN
+        DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT
+          v_refusal;
+        -- The errno first, then the variable becomes the message (SIGNAL takes a variable, not an
+        -- expression): one variable, as every variable is paid for on every call.
+        CASE LEFT(v_refusal, 5)
+          WHEN '45007' THEN
+            SET v_refusal = CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_refusal;
+          WHEN '45010' THEN
+            SET v_refusal = CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_refusal;
+          ELSE
+            SET v_refusal = CONCAT(CONCAT('email_finalize_batch: outcomes[', v_seq, ']'), SUBSTRING(v_refusal, 6));
+            SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_refusal;
+        END CASE;
+      END;
+    END IF;
   END IF;
   BEGIN
     DECLARE CONTINUE HANDLER FOR 1568 SET v_own = 0;
@@ -196,9 +200,7 @@ BEGIN
          SET a.last_error_message = LEFT(s.error_message, 8000)
        WHERE s.outcome IN ('Failed', 'Retrying', 'UnknownOutcome')
          AND a.claim_token = s.claim_token COLLATE utf8mb4_bin
-         AND a.status = 'Processing'
-         AND (NULL IS NULL OR a.lease_expires_at <= NULL)
-         AND (NULL IS NULL OR s.outcome <> 'Released' OR a.reserved_at IS NOT NULL);
+         AND a.status = 'Processing';
     END IF;
     UPDATE email_finalize_items s
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = s.id
@@ -209,7 +211,7 @@ BEGIN
                       END,
            a.next_attempt_at = IF(s.outcome = 'Released' OR (s.outcome = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
                                   v_now + INTERVAL s.delay_seconds SECOND, a.next_attempt_at),
-           a.last_attempt_at = IF(s.outcome <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
+           a.last_attempt_at = IF(s.outcome <> 'Released', v_now, a.last_attempt_at),
            a.last_error_code = IF(s.outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), s.error_code, a.last_error_code),
            a.provider_message_id = IF(s.outcome = 'Sent', s.provider_message_id, a.provider_message_id),
            a.sent_at = IF(s.outcome = 'Sent', v_now, a.sent_at),
@@ -223,9 +225,7 @@ BEGIN
            s.landed = 1
      WHERE s.outcome <> 'Started'
        AND a.claim_token = s.claim_token COLLATE utf8mb4_bin
-       AND a.status = 'Processing'
-       AND (NULL IS NULL OR a.lease_expires_at <= NULL)
-       AND (NULL IS NULL OR s.outcome <> 'Released' OR a.reserved_at IS NOT NULL);
+       AND a.status = 'Processing';
     IF ROW_COUNT() > 0 THEN
       -- Our own writes: read back whatever this transaction's snapshot, under the row locks just taken.
       UPDATE email_finalize_items s
@@ -236,7 +236,7 @@ BEGIN
       INSERT INTO email_delivery_events
         (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
       SELECT s.id, v_now, 'Processing', s.to_status, s.claim_token, s.actor, SESSION_USER(),
-             COALESCE(NULL, CASE
+             CASE
                WHEN s.outcome = 'Sent' THEN CONCAT('provider_message_id=', s.provider_message_id)
                WHEN s.outcome = 'UnknownOutcome' THEN
                  LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(s.error_message, '?')), 2000)
@@ -245,7 +245,7 @@ BEGIN
                  CONCAT('attempts used up: ', COALESCE(s.error_code, '?'))
                WHEN s.outcome = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(s.error_code, '?'))
                ELSE CONCAT('released, due again in ', s.delay_seconds, 's')
-             END)
+             END
         FROM email_finalize_items s
        WHERE s.landed = 1
        ORDER BY s.seq;
@@ -270,8 +270,47 @@ BEGIN
           LEAVE each_unstarted;
         END IF;
         BEGIN
-          DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
-          CALL email_internal_end_unsent(v_id, v_now, 'Expired', NULL, 'start-check', 1, v_from);
+          -- No such row is an answer (nothing changed), not a condition for the caller.
+          DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+          SET v_to = NULL;
+          -- First a plain read, which locks nothing: a row that is being sent, or finished, is left without a
+          -- lock, so a caller whose transaction stays open after a call that changed nothing holds up no
+          -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
+          -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
+          -- its short lock wait timeout only.)
+          SELECT status INTO v_to
+            FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+           WHERE id = v_id
+             AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
+          IF v_to IS NOT NULL THEN
+            SET v_to = NULL;
+            SELECT status INTO v_to
+              FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+             WHERE id = v_id
+               AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
+               AND (expires_at <= v_now)
+               FOR UPDATE;
+            IF v_to IS NOT NULL THEN
+              -- The row is ours until commit: its event reads the claim token and the expiry first, then the
+              -- change clears the claim.
+              INSERT INTO email_delivery_events
+                (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+              SELECT id, v_now, status, 'Failed', claim_token, 'start-check', SESSION_USER(), CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
+                FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+               WHERE id = v_id;
+              UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
+                 SET status = 'Failed',
+                     last_error_code = 'Expired',
+                     last_error_message = LEFT(CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'), 8000),
+                     claim_token = NULL,
+                     lease_expires_at = NULL,
+                     claimed_from_status = NULL,
+                     reserved_at = NULL,
+                     row_version = row_version + 1,
+                     updated_at = v_now
+               WHERE id = v_id;
+            END IF;
+          END IF;
         END;
       END LOOP;
       CLOSE c_unstarted;
@@ -297,11 +336,50 @@ BEGIN
         IF ROW_COUNT() = 1 THEN
           SET v_to = 'Processing';
         ELSE
-          SET v_to = NULL;
           BEGIN
-            DECLARE v_from VARCHAR(20) CHARACTER SET utf8mb4;
-            CALL email_internal_end_unsent(v_id, v_now, 'Expired', NULL, 'start-check', 1, v_from);
+            -- No such row is an answer (nothing changed), not a condition for the caller.
+            DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+            SET v_to = NULL;
+            -- First a plain read, which locks nothing: a row that is being sent, or finished, is left without a
+            -- lock, so a caller whose transaction stays open after a call that changed nothing holds up no
+            -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
+            -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
+            -- its short lock wait timeout only.)
+            SELECT status INTO v_to
+              FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+             WHERE id = v_id
+               AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
+            IF v_to IS NOT NULL THEN
+              SET v_to = NULL;
+              SELECT status INTO v_to
+                FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+               WHERE id = v_id
+                 AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
+                 AND (expires_at <= v_now)
+                 FOR UPDATE;
+              IF v_to IS NOT NULL THEN
+                -- The row is ours until commit: its event reads the claim token and the expiry first, then the
+                -- change clears the claim.
+                INSERT INTO email_delivery_events
+                  (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+                SELECT id, v_now, status, 'Failed', claim_token, 'start-check', SESSION_USER(), CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
+                  FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+                 WHERE id = v_id;
+                UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
+                   SET status = 'Failed',
+                       last_error_code = 'Expired',
+                       last_error_message = LEFT(CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'), 8000),
+                       claim_token = NULL,
+                       lease_expires_at = NULL,
+                       claimed_from_status = NULL,
+                       reserved_at = NULL,
+                       row_version = row_version + 1,
+                       updated_at = v_now
+                 WHERE id = v_id;
+              END IF;
+            END IF;
           END;
+          SET v_to = NULL;
         END IF;
       ELSE
         UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
@@ -312,7 +390,7 @@ BEGIN
                           END,
                a.next_attempt_at = IF(v_outcome = 'Released' OR (v_outcome = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
                                       v_now + INTERVAL COALESCE(v_delay, 0) SECOND, a.next_attempt_at),
-               a.last_attempt_at = IF(v_outcome <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
+               a.last_attempt_at = IF(v_outcome <> 'Released', v_now, a.last_attempt_at),
                a.last_error_code = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', v_error_code), a.last_error_code),
                a.provider_message_id = IF(v_outcome = 'Sent', v_provider_message_id, a.provider_message_id),
                a.sent_at = IF(v_outcome = 'Sent', v_now, a.sent_at),
@@ -326,15 +404,13 @@ BEGIN
                a.last_error_message = IF(v_outcome IN ('Failed', 'Retrying', 'UnknownOutcome'), LEFT(v_error_message, 8000), a.last_error_message)
          WHERE a.id = v_id
            AND a.claim_token = v_token COLLATE utf8mb4_bin
-           AND a.status = 'Processing'
-           AND (NULL IS NULL OR a.lease_expires_at <= NULL)
-           AND (NULL IS NULL OR v_outcome <> 'Released' OR a.reserved_at IS NOT NULL);
+           AND a.status = 'Processing';
         IF ROW_COUNT() = 1 THEN
           -- The audit event from the row just written (its status, its claimant), in one statement.
           INSERT INTO email_delivery_events
             (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-          SELECT a.id, v_now, 'Processing', a.status, v_token, COALESCE(NULL, a.claimed_by), SESSION_USER(),
-                 COALESCE(NULL, CASE
+          SELECT a.id, v_now, 'Processing', a.status, v_token, a.claimed_by, SESSION_USER(),
+                 CASE
                    WHEN v_outcome = 'Sent' THEN CONCAT('provider_message_id=', v_provider_message_id)
                    WHEN v_outcome = 'UnknownOutcome' THEN
                      LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(v_error_message, '?')), 2000)
@@ -343,7 +419,7 @@ BEGIN
                      CONCAT('attempts used up: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', v_error_code), '?'))
                    WHEN v_outcome = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(IF(v_outcome = 'UnknownOutcome', 'AmbiguousOutcome', v_error_code), '?'))
                    ELSE CONCAT('released, due again in ', COALESCE(v_delay, 0), 's')
-                 END)
+                 END
             FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
            WHERE a.id = v_id;
           -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed

@@ -28,32 +28,36 @@ BEGIN
     END;
     RESIGNAL;
   END;
-  BEGIN
-    DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE
-        WHEN p_id IS NULL OR p_id < 1 THEN '45001: id must be a positive integer'
-        WHEN p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters'
-        WHEN p_permanent IS NULL OR p_permanent NOT IN (0, 1) THEN '45001: permanent must be 0 or 1'
-        WHEN IF(p_permanent = 1, 'Failed', 'Retrying') IS NULL OR IF(p_permanent = 1, 'Failed', 'Retrying') NOT IN ('Sent', 'Failed', 'Retrying', 'UnknownOutcome', 'Released') THEN
-          '45001: outcome must be Sent, Failed, Retrying, UnknownOutcome or Released'
-        WHEN IF(p_permanent = 1, 'Failed', 'Retrying') = 'Sent' AND (NULL IS NULL OR CHAR_LENGTH(NULL) < 1
-                                       OR CHAR_LENGTH(NULL) > 191) THEN
-          '45001: provider_message_id must be 1 to 191 characters'
-        WHEN CHAR_LENGTH(p_error_code) > 191 THEN '45001: error_code must be at most 191 characters'
-        WHEN IF(p_permanent = 1, 'Failed', 'Retrying') IN ('Retrying', 'Failed', 'Released') AND (p_retry_delay_seconds IS NULL OR p_retry_delay_seconds < 0 OR p_retry_delay_seconds > 604800) THEN
-          CONCAT('45001: ', 'retry_delay_seconds', ' must be 0 to 604800')
-      END;
-    IF v_refusal IS NOT NULL THEN
-      BEGIN
-        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
-        IF LEFT(v_refusal, 5) = '45007' THEN
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-        ELSEIF LEFT(v_refusal, 5) = '45010' THEN
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
-        END IF;
-        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
-      END;
-    END IF;
-  END;
+  IF ((p_id >= 1) IS NOT TRUE) OR ((CHAR_LENGTH(p_claim_token) BETWEEN 1 AND 64) IS NOT TRUE) OR (p_permanent IS NULL OR p_permanent NOT IN (0, 1)) OR (IF(p_permanent = 1, 'Failed', 'Retrying') IS NULL OR IF(p_permanent = 1, 'Failed', 'Retrying') NOT IN ('Sent', 'Failed', 'Retrying', 'UnknownOutcome', 'Released')) OR (IF(p_permanent = 1, 'Failed', 'Retrying') = 'Sent' AND (NULL BETWEEN 1 AND 191) IS NOT TRUE) OR (CHAR_LENGTH(p_error_code) > 191) OR (IF(p_permanent = 1, 'Failed', 'Retrying') IN ('Retrying', 'Failed', 'Released') AND (p_retry_delay_seconds IS NULL OR p_retry_delay_seconds < 0 OR p_retry_delay_seconds > 604800)) THEN
+    BEGIN
+      DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT
+        CASE
+          WHEN (p_id >= 1) IS NOT TRUE THEN '45001: id must be a positive integer'
+          WHEN (CHAR_LENGTH(p_claim_token) BETWEEN 1 AND 64) IS NOT TRUE THEN '45007: claim_token must be 1 to 64 characters'
+          WHEN p_permanent IS NULL OR p_permanent NOT IN (0, 1) THEN '45001: permanent must be 0 or 1'
+          WHEN IF(p_permanent = 1, 'Failed', 'Retrying') IS NULL OR IF(p_permanent = 1, 'Failed', 'Retrying') NOT IN ('Sent', 'Failed', 'Retrying', 'UnknownOutcome', 'Released') THEN
+            '45001: outcome must be Sent, Failed, Retrying, UnknownOutcome or Released'
+          WHEN IF(p_permanent = 1, 'Failed', 'Retrying') = 'Sent' AND (NULL BETWEEN 1 AND 191) IS NOT TRUE THEN
+            '45001: provider_message_id must be 1 to 191 characters'
+          WHEN CHAR_LENGTH(p_error_code) > 191 THEN '45001: error_code must be at most 191 characters'
+          WHEN IF(p_permanent = 1, 'Failed', 'Retrying') IN ('Retrying', 'Failed', 'Released') AND (p_retry_delay_seconds IS NULL OR p_retry_delay_seconds < 0 OR p_retry_delay_seconds > 604800) THEN
+            CONCAT('45001: ', 'retry_delay_seconds', ' must be 0 to 604800')
+        END;
+      -- The errno first, then the variable becomes the message (SIGNAL takes a variable, not an
+      -- expression): one variable, as every variable is paid for on every call.
+      CASE LEFT(v_refusal, 5)
+        WHEN '45007' THEN
+          SET v_refusal = CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_refusal;
+        WHEN '45010' THEN
+          SET v_refusal = CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_refusal;
+        ELSE
+          SET v_refusal = CONCAT('email_finalize_failure', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_refusal;
+      END CASE;
+    END;
+  END IF;
   BEGIN
     DECLARE CONTINUE HANDLER FOR 1568 SET v_own = 0;
     SET v_own = 1;
@@ -72,7 +76,7 @@ BEGIN
                     END,
          a.next_attempt_at = IF(IF(p_permanent = 1, 'Failed', 'Retrying') = 'Released' OR (IF(p_permanent = 1, 'Failed', 'Retrying') = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
                                 v_now + INTERVAL COALESCE(p_retry_delay_seconds, 0) SECOND, a.next_attempt_at),
-         a.last_attempt_at = IF(IF(p_permanent = 1, 'Failed', 'Retrying') <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
+         a.last_attempt_at = IF(IF(p_permanent = 1, 'Failed', 'Retrying') <> 'Released', v_now, a.last_attempt_at),
          a.last_error_code = IF(IF(p_permanent = 1, 'Failed', 'Retrying') IN ('Failed', 'Retrying', 'UnknownOutcome'), IF(IF(p_permanent = 1, 'Failed', 'Retrying') = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), a.last_error_code),
          a.provider_message_id = IF(IF(p_permanent = 1, 'Failed', 'Retrying') = 'Sent', NULL, a.provider_message_id),
          a.sent_at = IF(IF(p_permanent = 1, 'Failed', 'Retrying') = 'Sent', v_now, a.sent_at),
@@ -86,16 +90,14 @@ BEGIN
          a.last_error_message = IF(IF(p_permanent = 1, 'Failed', 'Retrying') IN ('Failed', 'Retrying', 'UnknownOutcome'), LEFT(p_error_message, 8000), a.last_error_message)
    WHERE a.id = p_id
      AND a.claim_token = p_claim_token COLLATE utf8mb4_bin
-     AND a.status = 'Processing'
-     AND (NULL IS NULL OR a.lease_expires_at <= NULL)
-     AND (NULL IS NULL OR IF(p_permanent = 1, 'Failed', 'Retrying') <> 'Released' OR a.reserved_at IS NOT NULL);
+     AND a.status = 'Processing';
   IF ROW_COUNT() = 1 THEN
     -- The audit event from the row just written (its status, its claimant), in one statement.
     INSERT INTO email_delivery_events
       (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-    SELECT a.id, v_now, 'Processing', a.status, p_claim_token, COALESCE(NULL, a.claimed_by), SESSION_USER(),
-           COALESCE(NULL, CASE
-             WHEN IF(p_permanent = 1, 'Failed', 'Retrying') = 'Sent' THEN CONCAT('provider_message_id=', NULL)
+    SELECT a.id, v_now, 'Processing', a.status, p_claim_token, a.claimed_by, SESSION_USER(),
+           CASE
+             WHEN IF(p_permanent = 1, 'Failed', 'Retrying') = 'Sent' THEN NULL
              WHEN IF(p_permanent = 1, 'Failed', 'Retrying') = 'UnknownOutcome' THEN
                LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(p_error_message, '?')), 2000)
              WHEN IF(p_permanent = 1, 'Failed', 'Retrying') = 'Failed' THEN CONCAT('permanent failure: ', COALESCE(IF(IF(p_permanent = 1, 'Failed', 'Retrying') = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
@@ -103,7 +105,7 @@ BEGIN
                CONCAT('attempts used up: ', COALESCE(IF(IF(p_permanent = 1, 'Failed', 'Retrying') = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
              WHEN IF(p_permanent = 1, 'Failed', 'Retrying') = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(IF(IF(p_permanent = 1, 'Failed', 'Retrying') = 'UnknownOutcome', 'AmbiguousOutcome', p_error_code), '?'))
              ELSE CONCAT('released, due again in ', COALESCE(p_retry_delay_seconds, 0), 's')
-           END)
+           END
       FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
      WHERE a.id = p_id;
     -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed

@@ -24,31 +24,30 @@ BEGIN
     END;
     RESIGNAL;
   END;
-  BEGIN
-    DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CASE
-        WHEN p_id IS NULL OR p_id < 1 THEN '45001: id must be a positive integer'
-        WHEN p_claim_token IS NULL OR CHAR_LENGTH(p_claim_token) < 1 OR CHAR_LENGTH(p_claim_token) > 64 THEN '45007: claim_token must be 1 to 64 characters'
-        WHEN 'Sent' IS NULL OR 'Sent' NOT IN ('Sent', 'Failed', 'Retrying', 'UnknownOutcome', 'Released') THEN
-          '45001: outcome must be Sent, Failed, Retrying, UnknownOutcome or Released'
-        WHEN 'Sent' = 'Sent' AND (p_provider_message_id IS NULL OR CHAR_LENGTH(p_provider_message_id) < 1
-                                       OR CHAR_LENGTH(p_provider_message_id) > 191) THEN
-          '45001: provider_message_id must be 1 to 191 characters'
-        WHEN CHAR_LENGTH(NULL) > 191 THEN '45001: error_code must be at most 191 characters'
-        WHEN 'Sent' IN ('Retrying', 'Failed', 'Released') AND (0 IS NULL OR 0 < 0 OR 0 > 604800) THEN
-          CONCAT('45001: ', NULL, ' must be 0 to 604800')
-      END;
-    IF v_refusal IS NOT NULL THEN
-      BEGIN
-        DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT CONCAT('email_finalize_sent', SUBSTRING(v_refusal, 6));
-        IF LEFT(v_refusal, 5) = '45007' THEN
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_message;
-        ELSEIF LEFT(v_refusal, 5) = '45010' THEN
-          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_message;
-        END IF;
-        SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_message;
-      END;
-    END IF;
-  END;
+  IF ((p_id >= 1) IS NOT TRUE) OR ((CHAR_LENGTH(p_claim_token) BETWEEN 1 AND 64) IS NOT TRUE) OR ((CHAR_LENGTH(p_provider_message_id) BETWEEN 1 AND 191) IS NOT TRUE) OR (NULL > 191) THEN
+    BEGIN
+      DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4 DEFAULT
+        CASE
+          WHEN (p_id >= 1) IS NOT TRUE THEN '45001: id must be a positive integer'
+          WHEN (CHAR_LENGTH(p_claim_token) BETWEEN 1 AND 64) IS NOT TRUE THEN '45007: claim_token must be 1 to 64 characters'
+          WHEN (CHAR_LENGTH(p_provider_message_id) BETWEEN 1 AND 191) IS NOT TRUE THEN
+            '45001: provider_message_id must be 1 to 191 characters'
+        END;
+      -- The errno first, then the variable becomes the message (SIGNAL takes a variable, not an
+      -- expression): one variable, as every variable is paid for on every call.
+      CASE LEFT(v_refusal, 5)
+        WHEN '45007' THEN
+          SET v_refusal = CONCAT('email_finalize_sent', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45007, MESSAGE_TEXT = v_refusal;
+        WHEN '45010' THEN
+          SET v_refusal = CONCAT('email_finalize_sent', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45010, MESSAGE_TEXT = v_refusal;
+        ELSE
+          SET v_refusal = CONCAT('email_finalize_sent', SUBSTRING(v_refusal, 6));
+          SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45001, MESSAGE_TEXT = v_refusal;
+      END CASE;
+    END;
+  END IF;
   BEGIN
     DECLARE CONTINUE HANDLER FOR 1568 SET v_own = 0;
     SET v_own = 1;
@@ -60,54 +59,31 @@ BEGIN
     SAVEPOINT email_outbox_call;
   END IF;
   UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
-     SET a.status = CASE 'Sent'
-                      WHEN 'Released' THEN COALESCE(a.claimed_from_status, 'Pending')
-                      WHEN 'Retrying' THEN IF(a.attempt_count + 1 >= a.max_attempts, 'Failed', 'Retrying')
-                      ELSE 'Sent'
-                    END,
-         a.next_attempt_at = IF('Sent' = 'Released' OR ('Sent' = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
-                                v_now + INTERVAL COALESCE(0, 0) SECOND, a.next_attempt_at),
-         a.last_attempt_at = IF('Sent' <> 'Released', IF(NULL IS NULL, v_now, a.claimed_at), a.last_attempt_at),
-         a.last_error_code = IF('Sent' IN ('Failed', 'Retrying', 'UnknownOutcome'), IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), a.last_error_code),
-         a.provider_message_id = IF('Sent' = 'Sent', p_provider_message_id, a.provider_message_id),
-         a.sent_at = IF('Sent' = 'Sent', v_now, a.sent_at),
-         a.attempt_count = a.attempt_count + IF('Sent' <> 'Released', 1, 0),
+     SET a.status = 'Sent',
+         a.last_attempt_at = v_now,
+         a.provider_message_id = p_provider_message_id,
+         a.sent_at = v_now,
+         a.attempt_count = a.attempt_count + 1,
          a.claim_token = NULL,
          a.lease_expires_at = NULL,
          a.claimed_from_status = NULL,
          a.reserved_at = NULL,
          a.row_version = a.row_version + 1,
-         a.updated_at = v_now,
-         a.last_error_message = IF('Sent' IN ('Failed', 'Retrying', 'UnknownOutcome'), LEFT(NULL, 8000), a.last_error_message)
+         a.updated_at = v_now
    WHERE a.id = p_id
      AND a.claim_token = p_claim_token COLLATE utf8mb4_bin
-     AND a.status = 'Processing'
-     AND (NULL IS NULL OR a.lease_expires_at <= NULL)
-     AND (NULL IS NULL OR 'Sent' <> 'Released' OR a.reserved_at IS NOT NULL);
+     AND a.status = 'Processing';
   IF ROW_COUNT() = 1 THEN
     -- The audit event from the row just written (its status, its claimant), in one statement.
     INSERT INTO email_delivery_events
       (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-    SELECT a.id, v_now, 'Processing', a.status, p_claim_token, COALESCE(NULL, a.claimed_by), SESSION_USER(),
-           COALESCE(NULL, CASE
-             WHEN 'Sent' = 'Sent' THEN CONCAT('provider_message_id=', p_provider_message_id)
-             WHEN 'Sent' = 'UnknownOutcome' THEN
-               LEFT(CONCAT('ambiguous provider outcome: ', COALESCE(NULL, '?')), 2000)
-             WHEN 'Sent' = 'Failed' THEN CONCAT('permanent failure: ', COALESCE(IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), '?'))
-             WHEN 'Sent' = 'Retrying' AND a.status = 'Failed' THEN
-               CONCAT('attempts used up: ', COALESCE(IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), '?'))
-             WHEN 'Sent' = 'Retrying' THEN CONCAT('transient failure: ', COALESCE(IF('Sent' = 'UnknownOutcome', 'AmbiguousOutcome', NULL), '?'))
-             ELSE CONCAT('released, due again in ', COALESCE(0, 0), 's')
-           END)
+    SELECT a.id, v_now, 'Processing', a.status, p_claim_token, a.claimed_by, SESSION_USER(),
+           CONCAT('provider_message_id=', p_provider_message_id)
       FROM email_delivery_attempts a FORCE INDEX (PRIMARY)
      WHERE a.id = p_id;
     -- Only a retry (Failed when it used the last attempt) and a release (back to where it was claimed
     -- from) write a status that depends on the row.
-    IF 'Sent' IN ('Sent', 'Failed', 'UnknownOutcome') THEN
-      SET v_to = CASE 'Sent' WHEN 'Sent' THEN 'Sent' WHEN 'Failed' THEN 'Failed' ELSE 'UnknownOutcome' END;
-    ELSE
-      SELECT a.status INTO v_to FROM email_delivery_attempts a FORCE INDEX (PRIMARY) WHERE a.id = p_id;
-    END IF;
+    SET v_to = 'Sent';
   ELSE
     SET v_to = NULL;
   END IF;

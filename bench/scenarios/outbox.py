@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,8 +117,11 @@ def run_outbox(
     log_dir: Path,
     paced_rate: float = 0.0,
     ses_client: str = "lean",
+    observe: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> OutboxRun:
-    """`ses_client`: the worker's SES client, `lean` (its default) or `boto3`."""
+    """`ses_client`: the worker's SES client, `lean` (its default) or `boto3`. `observe`: a context
+    entered once the rows are due and left once they are drained, around the timed interval the
+    database's CPU is charged for (bench/db_profile.py profiles the server there)."""
     dsn = bench.fresh_database()
     endpoint = Endpoint(latency)
     try:
@@ -133,11 +139,12 @@ def run_outbox(
         make_due(dsn)
         # The rows are due from here (the fixture's UPDATE has committed, and its CPU is not charged,
         # as Celery's enqueue is not).
-        started_at = time.time()
-        cpu0 = {p.pid: proc_cpu_seconds(p.pid) for p, _ in procs}
-        store0 = proc_cpu_seconds(bench.server_pid)
-        wait_drained(dsn, endpoint, sends_before + emails)
-        store_cpu = proc_cpu_seconds(bench.server_pid) - store0
+        with observe() if observe else contextlib.nullcontext():
+            started_at = time.time()
+            cpu0 = {p.pid: proc_cpu_seconds(p.pid) for p, _ in procs}
+            store0 = proc_cpu_seconds(bench.server_pid)
+            wait_drained(dsn, endpoint, sends_before + emails)
+            store_cpu = proc_cpu_seconds(bench.server_pid) - store0
         q1, c1 = bench.status("Questions"), bench.status("Com_call_procedure")
         cpu = sum(proc_cpu_seconds(p.pid) - cpu0[p.pid] for p, _ in procs)
         lost, duplicates = lost_and_duplicates(endpoint.id_counts(), bulk_ids(dsn))

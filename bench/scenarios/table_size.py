@@ -71,7 +71,9 @@ def settle(bench: Bench, timeout: float = 180) -> float:
     return time.monotonic() - started
 
 
-def claim_rates(bench: Bench, histories: list[int], claims: int, blocks: int = 10) -> list[dict[str, Any]]:
+def claim_rates(
+    bench: Bench, histories: list[int], claims: int, blocks: int = 10, settle_timeout: float = 180
+) -> list[dict[str, Any]]:
     """email_claim_batch(8) on one connection per table, each table holding `history` terminal rows and
     a backlog to claim. The tables are measured in alternating blocks of claims (forwards, then
     backwards), so a drift of the machine over the run falls on every table alike. Finalizes follow
@@ -82,7 +84,7 @@ def claim_rates(bench: Bench, histories: list[int], claims: int, blocks: int = 1
         fill_terminal_rows(dsn, h)
         enqueue_bulk(dsn, claims * 8, "due")
         dsns[h] = dsn
-    waited = settle(bench)
+    waited = settle(bench, settle_timeout)
     repos = {h: OutboxRepository.open(dsn) for h, dsn in dsns.items()}
     times: dict[int, list[float]] = {h: [] for h in histories}
     per_block = max(1, claims // blocks)

@@ -185,7 +185,7 @@ BEGIN
         IF v_done = 1 THEN
           LEAVE each_unstarted;
         END IF;
-        {{>start_refused | id = v_id | now = v_now}}
+        {{>start_refused | id = v_id | now = v_now | scratch = v_to}}
       END LOOP;
       CLOSE c_unstarted;
     END IF;

@@ -16,6 +16,8 @@ import argparse
 import re
 from pathlib import Path
 
+from email_outbox_devtools.sql_fold import fold
+
 PROCEDURES = Path(__file__).resolve().parents[2] / "procedures"
 SOURCE = PROCEDURES / "source"
 FRAGMENTS = SOURCE / "fragments"
@@ -136,7 +138,7 @@ def expand(text: str, depth: int = 0) -> str:
 
 def generated(template: Path) -> str:
     """The procedure file that `template` generates."""
-    text = expand(template.read_text(encoding="utf-8"))
+    text = fold(expand(template.read_text(encoding="utf-8")))
     if "\nBEGIN\n" not in text:
         raise SourceError(f"{template.name}: the body must start with a line holding only BEGIN")
     head, _, body = text.partition("\nBEGIN\n")

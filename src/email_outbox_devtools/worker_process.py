@@ -86,16 +86,53 @@ class WorkerProcess:
         raise RuntimeError(f"worker {self.name} did not become healthy in {timeout:g}s")
 
     def terminate(self, timeout: float = 60) -> int:
-        """SIGTERM: finish the sends in flight, claim nothing more; the exit code."""
+        """SIGTERM: finish the sends in flight, claim nothing more; the exit code. A worker still
+        running after `timeout` is asked for its threads' stacks (SIGUSR1), killed, and reported with
+        the tail of its log, stacks included (WorkerWedged)."""
         if self.running():
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.dump_stacks()
+            self.kill()
+            raise WorkerWedged(self, timeout) from None
+
+    def dump_stacks(self, settle: float = 2.0) -> None:
+        """SIGUSR1: the worker writes every thread's stack to its log (faulthandler), at once even
+        while its threads are stuck; waits until the dump stops growing, at most `settle` seconds."""
+        if not self.running():
+            return
+        before = self.log_path.stat().st_size
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline, size = time.monotonic() + settle, before
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            grown = self.log_path.stat().st_size
+            if grown == size and grown > before:
+                return
+            size = grown
 
     def kill(self) -> None:
         """SIGKILL: a crash, mid-whatever."""
         if self.running():
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=30)
+
+
+class WorkerWedged(subprocess.TimeoutExpired):
+    """A worker that did not exit within its timeout after SIGTERM: killed after its stacks were dumped;
+    the message carries the tail of its log."""
+
+    def __init__(self, worker: WorkerProcess, timeout: float) -> None:
+        super().__init__(worker.proc.args, timeout)
+        self.worker = worker
+
+    def __str__(self) -> str:
+        return (
+            f"worker {self.worker.name} did not exit within {self.timeout:g}s of SIGTERM; killed after its"
+            f" stacks were dumped. Its log ({self.worker.log_path}) ends:\n{self.worker.log()[-12000:]}"
+        )
 
 
 def spawn_worker(

@@ -4,6 +4,7 @@ bounded queries). The browser tests are in test_console_browser.py."""
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import hmac
 import ipaddress
@@ -190,6 +191,7 @@ def test_basic_authentication_beyond_loopback_needs_a_tls_proxy_or_an_explicit_f
         ["--listen", "0.0.0.0:8025", "--insecure-plain-http"],
     ):
         settings, _, _ = build_settings(build_parser().parse_args([*base, *extra]))
+        assert isinstance(settings.authenticator, BasicAuth), extra  # type: ignore[attr-defined]
         settings.database.close()  # type: ignore[attr-defined]
 
 
@@ -554,6 +556,17 @@ def test_bulk_works_on_a_frozen_capped_list_after_confirmation(
         made.close()
 
 
+def assert_read_only(client: TestClient, attempt_id: int) -> None:
+    """The console offers no action and refuses one posted anyway, saying it is read-only."""
+    page = client.get(f"/emails/{attempt_id}")
+    assert page.status_code == 200 and "read-only" in page.text
+    assert 'id="requeue-form"' not in page.text and "/bulk" not in page.text
+    token = csrf(client)
+    refused = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x"})
+    assert refused.status_code == 403 and "read-only" in refused.text
+    assert post(client, "/bulk/preview", {"csrf_token": token, "action": "requeue"}).status_code == 403
+
+
 def test_a_viewer_account_gets_a_read_only_console(
     server: TestServer, dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
 ) -> None:
@@ -564,16 +577,7 @@ def test_a_viewer_account_gets_a_read_only_console(
             assert not made.settings.can_act
             with TestClient(made.app, follow_redirects=False) as client:
                 client.auth = (USER, PASSWORD)
-                page = client.get(f"/emails/{attempt_id}")
-                assert page.status_code == 200 and "read-only" in page.text
-                assert 'id="requeue-form"' not in page.text and "/bulk" not in page.text
-                token = csrf(client)
-                refused = post(client, f"/emails/{attempt_id}/requeue", {"csrf_token": token, "reason": "x"})
-                assert refused.status_code == 403 and "read-only" in refused.text
-                assert (
-                    post(client, "/bulk/preview", {"csrf_token": token, "action": "requeue"}).status_code
-                    == 403
-                )
+                assert_read_only(client, attempt_id)
                 overview = client.get("/")
                 assert overview.status_code == 200 and 'data-status="UnknownOutcome"' in overview.text
         finally:
@@ -620,12 +624,20 @@ def test_a_console_role_account_acts_and_can_do_nothing_else_an_operator_can(
     assert status_of(repo, attempt_id) == "Pending"
 
 
-def test_read_only_flag_turns_the_actions_off_for_any_account(dsn: DatabaseDsn, tmp_path: Path) -> None:
+def test_read_only_flag_turns_the_actions_off_for_any_account(
+    dsn: DatabaseDsn, tmp_path: Path, repo: OutboxRepository
+) -> None:
+    """The flag alone turns them off: this account may act (the session's root), the console does not."""
+    attempt_id = unknown_row(repo)
     made = make_console(dsn, tmp_path, read_only=True)
     try:
         assert made.settings.database.can_act and not made.settings.can_act
+        with TestClient(made.app, follow_redirects=False) as client:
+            client.auth = (USER, PASSWORD)
+            assert_read_only(client, attempt_id)
     finally:
         made.close()
+    assert status_of(repo, attempt_id) == "UnknownOutcome"
 
 
 def test_the_operator_role_account_runs_the_console_and_acts(
@@ -716,14 +728,25 @@ def test_every_console_connection_has_a_statement_time_limit(
     assert time.monotonic() - started < 5
 
 
-def test_no_auth_names_the_local_user_and_only_listens_on_loopback(dsn: DatabaseDsn, tmp_path: Path) -> None:
+def test_no_auth_names_the_local_user_and_only_listens_on_loopback(
+    dsn: DatabaseDsn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert NoAuth().name == f"{getpass.getuser()}-noauth", "the login that started it, marked"
     made = make_console(dsn, tmp_path, authenticator=NoAuth("ops"))
     try:
         with TestClient(made.app) as client:
             page = client.get("/")
-            assert page.status_code == 200 and "ops" in page.text
+            assert page.status_code == 200 and '<span class="who">ops</span>' in page.text
     finally:
         made.close()
+    base = ["console", "--dsn", dsn.url(), "--insecure-no-auth"]
+    for host in ("0.0.0.0:8025", "[::]:8025", "192.0.2.1:8025"):
+        assert main([*base, "--listen", host]) == 2, host
+        assert "loopback address only" in capsys.readouterr().err
+    for host in ("127.0.0.1:8025", "[::1]:8025"):
+        settings, _, _ = build_settings(build_parser().parse_args([*base, "--listen", host]))
+        assert isinstance(settings.authenticator, NoAuth), host  # type: ignore[attr-defined]
+        settings.database.close()  # type: ignore[attr-defined]
 
 
 def test_repeated_failed_logins_from_one_address_are_refused_but_the_right_password_gets_in(

@@ -14,7 +14,7 @@ import pytest
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import AccessDenied, InvalidInput
-from email_outbox.models import Status
+from email_outbox.models import FinalizeItem, Status
 from tests.conftest import db_now, set_clock
 from tests.support.helpers import enqueue_many, scalar, token
 
@@ -175,6 +175,24 @@ def test_a_reservation_past_its_expiry_is_not_started_and_ends_expired(repo: Out
     set_clock(repo, None)
     assert_expired(repo, attempt_id, "start-check")
     assert repo.release_claim(attempt_id, t, 0) == 0, "the worker's give-back finds nothing to change"
+
+
+def test_finalize_and_start_lands_the_finalize_and_ends_an_expired_next_reservation(
+    repo: OutboxRepository,
+) -> None:
+    """The start mark inside email_finalize_and_start: the next reservation past its expiry is not
+    started but ends Failed ('Expired') in the same call, and the finalize before it still lands."""
+    sent = expiring(repo, "sent-first", 3600, priority=9)
+    later = expiring(repo, "expires-next", 30, priority=0)
+    t = token()
+    first, second = repo.reserve_batch(t, "worker-a", 120, 2, 1_000_000)
+    assert (first.id, second.id) == (sent, later)
+    assert repo.start_send(sent, t) == 1
+    set_clock(repo, db_now(repo) + timedelta(seconds=31))
+    result, started = repo.finalize_and_start(FinalizeItem(sent, t, "Sent", "m-1"), later, t)
+    set_clock(repo, None)
+    assert (result.affected, result.status, started) == (1, Status.SENT, False), "never start it"
+    assert_expired(repo, later, "start-check")
 
 
 def test_a_send_started_before_the_expiry_is_untouched(repo: OutboxRepository) -> None:

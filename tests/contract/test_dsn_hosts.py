@@ -12,21 +12,13 @@ from email_outbox_devtools.dbserver import free_port
 from tests.support.harness import TestServer
 
 
-def _read_only(server: TestServer, on: bool) -> None:
-    conn = server.admin_connection()
-    try:
-        conn.cursor().execute(f"SET GLOBAL read_only = {1 if on else 0}")
-    finally:
-        conn.close()
-
-
 def test_a_read_only_host_is_passed_over_in_a_multi_host_dsn_and_used_alone(
     server: TestServer, killable_server: TestServer
 ) -> None:
     replica, primary = killable_server.admin, server.admin
     if (replica.user, replica.password) != (primary.user, primary.password):
         pytest.skip("the two servers have different root credentials: one DSN cannot name both")
-    _read_only(killable_server, True)
+    killable_server.set_global("read_only", 1)
     user, password = replica.user, replica.password
     both = DatabaseDsn(
         user, password, replica.host, replica.port, "mysql", alternates=((primary.host, primary.port),)

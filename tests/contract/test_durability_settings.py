@@ -16,19 +16,11 @@ from tests.support.harness import TestServer
 WARNING = "durability setting may lose committed transitions"
 
 
-def _set_flush(server: TestServer, value: int) -> None:
-    conn = server.admin_connection()
-    try:
-        conn.cursor().execute(f"SET GLOBAL innodb_flush_log_at_trx_commit = {value}")
-    finally:
-        conn.close()
-
-
 def test_migrate_status_and_worker_name_a_risky_flush_setting_and_stay_quiet_at_1(
     killable_server: TestServer, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     dsn = killable_server.create_database("outbox_durability")
-    _set_flush(killable_server, 0)
+    killable_server.set_global("innodb_flush_log_at_trx_commit", 0)
     assert main(["migrate", "--dsn", dsn.url()]) == 0
     warned = [line for line in capsys.readouterr().out.splitlines() if WARNING in line]
     assert len(warned) == 1 and "innodb_flush_log_at_trx_commit=0" in warned[0]
@@ -46,7 +38,7 @@ def test_migrate_status_and_worker_name_a_risky_flush_setting_and_stay_quiet_at_
         assert "innodb_flush_log_at_trx_commit=0" in caplog.records[0].risks  # type: ignore[attr-defined]
         caplog.clear()
 
-        _set_flush(killable_server, 1)
+        killable_server.set_global("innodb_flush_log_at_trx_commit", 1)
         with caplog.at_level(logging.WARNING, logger="email_outbox.worker"):
             warn_durability(repo.connection)
         assert caplog.records == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from email_outbox.cli.main import main
 from email_outbox.db.dsn import DatabaseDsn
 from email_outbox.db.repository import OutboxRepository, connect
 from email_outbox.errors import AccessDenied
+from email_outbox.procedure_files import migrations_dir
 from email_outbox.schema.migrate import migrate
 from tests.conftest import TestServer, db_now, set_clock
 from tests.support.accounts import granted_account
@@ -200,34 +202,40 @@ def test_no_migration_statement_carries_a_key(fresh_dsn: DatabaseDsn) -> None:
     """The first key is made by the server: neither its bytes nor their hex are in any statement the
     migrations send (the server's general log of the migrating session) nor in a migration's text."""
     conn = connect(fresh_dsn)
+    cur = conn.cursor()
+    cur.execute("SELECT @@general_log, @@log_output")
+    before = cur.fetchone()
+    assert before is not None
     try:
-        cur = conn.cursor()
-        cur.execute("SELECT @@general_log, @@log_output")
-        before = cur.fetchone()
         cur.execute("SET GLOBAL log_output = 'TABLE'")
         cur.execute("TRUNCATE mysql.general_log")
         cur.execute("SET GLOBAL general_log = 1")
     except Exception as exc:  # an account without SUPER cannot switch the general log on
         conn.close()
-        pytest.skip(f"the general log cannot be switched on here: {exc}")
+        pytest.skip(f"SKIP: the general log cannot be switched on here: {exc}")
     try:
         migrate(fresh_dsn)
+        cur.execute("SET GLOBAL general_log = 0")
+        cur.execute("SELECT argument FROM mysql.general_log WHERE command_type = 'Query'")
+        statements = [bytes(a) if not isinstance(a, str) else a.encode() for (a,) in cur.fetchall()]
     finally:
         cur.execute("SET GLOBAL general_log = 0")
+        cur.execute(f"SET GLOBAL log_output = '{before[1]}'")
+        cur.execute(f"SET GLOBAL general_log = {int(before[0])}")
+        cur.execute("TRUNCATE mysql.general_log")
+        conn.close()
     repo = OutboxRepository.open(fresh_dsn)
     try:
         (secret,) = [bytes(r[0]) for r in rows(repo, "SELECT secret FROM email_outbox_keys")]
     finally:
         repo.close()
-    cur.execute("SELECT argument FROM mysql.general_log WHERE command_type = 'Query'")
-    statements = [bytes(a) if not isinstance(a, str) else a.encode() for (a,) in cur.fetchall()]
-    cur.execute(f"SET GLOBAL log_output = '{before[1]}'")
-    cur.execute(f"SET GLOBAL general_log = {int(before[0])}")
-    cur.execute("TRUNCATE mysql.general_log")
-    conn.close()
     assert any(b"RANDOM_BYTES" in s for s in statements), "the migration was logged"
     for form in (secret, secret.hex().encode(), secret.hex().upper().encode()):
         assert not any(form in s for s in statements)
+    # Nor can a migration's text hold one: no 32-byte literal (64 hex digits) in any of them.
+    texts = {path.name: path.read_text() for path in migrations_dir().glob("*.py")}
+    assert "0018_erasure_keys.py" in texts
+    assert [name for name, text in texts.items() if re.search(r"[0-9a-fA-F]{64}", text)] == []
 
 
 @pytest.mark.parametrize(("role", "may"), [("operator", True), ("maintenance", False), ("viewer", False)])

@@ -67,3 +67,28 @@ def test_claim_and_sweep_scans_use_their_indexes(dsn: DatabaseDsn, repo: OutboxR
     assert sweep["key"] == "ix_email_delivery_attempts_lease", sweep
     assert sweep["type"] == "range", sweep
     assert int(sweep["rows"]) < 1000, f"the sweep scan must not touch the history: {sweep}"
+
+
+def test_queue_health_reads_one_index_entry_per_priority(repo: OutboxRepository) -> None:
+    """The operators' oldest due row is the first entry of each priority in the claim's index: no
+    range of the history or of the backlog is read, and the answer is the oldest due row of any
+    priority."""
+    from email_outbox.db.reads import _OLDEST_DUE
+
+    assert repo.queue_health().oldest_due_at is None
+    cursor = repo.connection.cursor()
+    for name, priority, minutes_ago in (("low-old", 1, 30), ("high-new", 9, 5), ("later", 5, -60)):
+        repo.enqueue(name, "a@example.com", "s", text_body="t")
+        cursor.execute(
+            "UPDATE email_delivery_attempts SET priority = %s,"
+            " next_attempt_at = UTC_TIMESTAMP(6) - INTERVAL %s MINUTE WHERE notification_id = %s",
+            (priority, minutes_ago, name),
+        )
+    cursor.execute("SELECT next_attempt_at FROM email_delivery_attempts WHERE notification_id = 'low-old'")
+    ((oldest,),) = cursor.fetchall()  # type: ignore[misc]
+    cursor.close()
+    assert repo.queue_health().oldest_due_at == oldest
+    for part in _OLDEST_DUE.split(" UNION ALL "):
+        # Answered from the index alone: its first entry of that priority, or none.
+        plan = explain(repo, part)
+        assert plan["Extra"] in ("Select tables optimized away", "No matching min/max row"), plan

@@ -22,10 +22,13 @@ from email_outbox.db.repository import OutboxRepository
 from email_outbox.errors import InvalidInput
 from email_outbox.models import Attachment as StoredAttachment
 from email_outbox.models import ClaimedEmail, Status
-from email_outbox.ses.sender import build_raw_message, build_request, encode_mailbox
+from email_outbox.ses.classify import Outcome
+from email_outbox.ses.sender import SesSender, build_request, encode_mailbox
+from email_outbox.worker.config import load_config
 from email_outbox_devtools.ses_endpoint import SesEndpoint
 from tests.support.harness import TestServer
 from tests.support.helpers import token
+from tests.support.ses_clients import ses_client
 from tests.support.worker_harness import drained, spawn_worker, wait_until
 
 EVERY_BYTE = bytes(range(256)) * 4
@@ -169,30 +172,40 @@ def test_a_bad_document_is_refused_naming_the_member_and_nothing_is_written(
 
 def test_a_message_over_sess_40_mb_limit_is_refused(server: TestServer, dsn: DatabaseDsn) -> None:
     admin = server.admin_connection(dsn.database)
+    cursor = admin.cursor()
+    cursor.execute("SELECT @@GLOBAL.max_allowed_packet")
+    (before,) = cursor.fetchone()  # type: ignore[misc]
     try:
-        admin.cursor().execute("SET GLOBAL max_allowed_packet = 134217728")
+        cursor.execute("SET GLOBAL max_allowed_packet = 134217728")
     except mysql.connector.Error as exc:
+        admin.close()
         pytest.skip(
             f"SKIP: a 40 MB CALL needs max_allowed_packet above 40 MB and this account cannot set it: {exc}"
         )
-    finally:
-        admin.close()
     repo = OutboxRepository.open(dsn)  # a new session sees the new packet size
-    chunk = base64.b64encode(b"\0" * 15_000_000).decode()
+    # 42,000,000 bytes of base64 in two attachments: just over the limit (41,943,040), which counts the
+    # bodies and the attachments as base64.
+    chunk = base64.b64encode(b"\0" * 15_750_000).decode()
     document = _base(attachments=[{"filename": f"{i}.bin", "content_type": "application/octet-stream",
-                                   "content_base64": chunk} for i in range(3)])  # fmt: skip
+                                   "content_base64": chunk} for i in range(2)])  # fmt: skip
     try:
         with pytest.raises(InvalidInput, match="at most 40 MB"):
             repo.enqueue_message("huge", json.dumps(document))
+        assert sum(s.count for s in repo.outbox_stats()) == 0, "nothing written"
+        assert repo._select("SELECT COUNT(*) AS n FROM email_attachments")[0]["n"] == 0
     finally:
         repo.close()
+        # The session's server is shared by every later test: its packet size goes back as it was.
+        cursor.execute("SET GLOBAL max_allowed_packet = %s", (int(before),))  # type: ignore[call-overload]
+        admin.close()
 
 
 def test_send_after_with_an_offset_is_stored_in_utc(repo: OutboxRepository) -> None:
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, datetime, timedelta, timezone
 
     when = (datetime.now(UTC) + timedelta(days=2)).replace(microsecond=0)
-    local = when.astimezone(__import__("datetime").timezone(timedelta(hours=5, minutes=30)))
+    local = when.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    assert local.isoformat().endswith("+05:30"), "the document names an offset, not UTC"
     result = repo.enqueue_message("later", json.dumps(_base(send_after=local.isoformat())))
     row = repo.get_row(result.attempt_id)
     assert row.next_attempt_at == when.replace(tzinfo=None)
@@ -254,7 +267,9 @@ def test_the_worker_sends_every_recipient_header_tag_and_attachment_byte_exact(
     assert base64.b64decode(template["Attachments"][0]["RawContent"]) == b"terms"
 
 
-def test_without_simple_attachments_the_same_message_goes_as_raw_mime_byte_exact() -> None:
+def test_without_simple_attachments_the_same_message_goes_as_raw_mime_byte_exact(
+    endpoint: SesEndpoint,
+) -> None:
     message = full_message()
     options = {k: v for k, v in message.document().items()
                if k not in ("subject", "text", "html", "attachments", "max_attempts")}  # fmt: skip
@@ -265,7 +280,18 @@ def test_without_simple_attachments_the_same_message_goes_as_raw_mime_byte_exact
         attachments=tuple(StoredAttachment(a.filename, a.content_type, a.disposition, a.content_id, a.content)
                           for a in message.attachments),
     )  # fmt: skip
-    parsed = message_from_bytes(build_raw_message(email, None), policy=policy.default)
+    request = build_request(email, None, None)
+    assert request["Destination"]["BccAddresses"] == ["audit@example.com"], "Bcc rides on the envelope only"
+    # The sender takes Raw content when the pinned botocore's Simple content has no Headers or
+    # Attachments (simple_ok false): what SES receives must be the whole message.
+    sender = SesSender(load_config({}, {"EMAIL_OUTBOX_DSN": "mysql://u:p@127.0.0.1:3306/db"}),
+                       ses_client("lean", endpoint.url))  # fmt: skip
+    sender.simple_ok = False
+    assert sender.send(email).outcome is Outcome.ACCEPTED
+    (sent,) = [m.request for m in endpoint.accepted()]
+    assert set(sent["Content"]) == {"Raw"} and sent["Destination"] == request["Destination"]
+    raw = base64.b64decode(sent["Content"]["Raw"]["Data"])
+    parsed = message_from_bytes(raw, policy=policy.default)
     assert isinstance(parsed, EmailMessage)
     assert parsed["Subject"] == message.subject and parsed["Cc"] == '"Lee, Carl" <carl@example.com>'
     assert parsed["From"] == "Ünïcode Shop <shop@example.com>" and "Bcc" not in parsed
@@ -278,8 +304,6 @@ def test_without_simple_attachments_the_same_message_goes_as_raw_mime_byte_exact
         parts["logo.png"]["Content-ID"] == "<logo@example.com>" and parts["logo.png"].get_content() == PIXEL
     )
     assert parts["Rechnung März.pdf"].get_content() == b"%PDF-1.4 fake"
-    request = build_request(email, None, None)
-    assert request["Destination"]["BccAddresses"] == ["audit@example.com"], "Bcc rides on the envelope only"
 
 
 def test_purge_clears_attachments_too(repo: OutboxRepository) -> None:

@@ -474,3 +474,55 @@ def test_upgrade_retires_the_claims_internal_procedures_and_leaves_no_procedure_
     assert "0016b_flat_claim" in report.applied
     assert not set(retired) & set(_routines(fresh_dsn))
     assert _drift(fresh_dsn).extra == []  # type: ignore[attr-defined]
+
+
+def test_upgrade_drops_the_unread_claim_indexes_after_replacing_the_procedures_that_name_them(
+    fresh_dsn: DatabaseDsn,
+) -> None:
+    """0024 drops the two claim indexes no statement reads any more. An older release's procedure that
+    still forces one by name is replaced by its file first, so it never meets a missing index; the
+    claim and the operators' queue health answer as before."""
+    dropped = {"ix_email_delivery_attempts_claim", "ix_email_delivery_attempts_claim_order"}
+    migrate(fresh_dsn)
+    repo = OutboxRepository.open(fresh_dsn)
+    try:
+        attempt = repo.enqueue("before-0024", "a@example.com", "s", text_body="t").attempt_id
+    finally:
+        repo.close()
+    conn = connect(fresh_dsn)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "ALTER TABLE email_delivery_attempts ADD INDEX ix_email_delivery_attempts_claim (claim_due_at, id),"
+            " ADD INDEX ix_email_delivery_attempts_claim_order (claim_rank, claim_due_at, id)"
+        )
+        # An older body of a real procedure, reading one of them by name.
+        cur.execute("DROP PROCEDURE email_claimable_candidates")
+        cur.execute(
+            "CREATE PROCEDURE email_claimable_candidates(IN p_limit BIGINT) BEGIN"
+            " SELECT id FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_claim_order)"
+            " WHERE claim_due_at <= UTC_TIMESTAMP(6) LIMIT p_limit; END"
+        )
+        cur.execute("DELETE FROM _yoyo_migration WHERE migration_id = '0024_drop_unused_claim_indexes'")
+        conn.commit()
+    finally:
+        conn.close()
+
+    assert "0024_drop_unused_claim_indexes" in migrate(fresh_dsn).applied
+    conn = connect(fresh_dsn)
+    try:
+        cur = conn.cursor()
+        cur.execute(
+            "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
+            " AND TABLE_NAME = 'email_delivery_attempts'"
+        )
+        assert not dropped & {str(r[0]) for r in cur.fetchall()}  # type: ignore[index]
+    finally:
+        conn.close()
+    assert _drift(fresh_dsn).clean  # type: ignore[attr-defined]
+    repo = OutboxRepository.open(fresh_dsn)
+    try:
+        assert [c.id for c in repo.claimable_candidates(10)] == [attempt]
+        assert repo.queue_health().oldest_due_at is not None
+    finally:
+        repo.close()

@@ -183,12 +183,14 @@ def test_each_units_command_is_one_email_outbox_accepts(unit: str) -> None:
     assert getattr(args, "dsn", None) is None
 
 
-def test_the_worker_unit_waits_longer_than_the_workers_shutdown_grace() -> None:
-    from email_outbox.worker.config import WorkerConfig
+def test_the_worker_unit_waits_longer_than_the_workers_stop_bound() -> None:
+    from email_outbox.worker.config import load_config
+    from email_outbox.worker.process import EXIT_ROWS_LEFT
 
     text = (SYSTEMD / "email-outbox-worker@.service").read_text()
     (stop,) = [int(line.split("=")[1]) for line in text.splitlines() if line.startswith("TimeoutStopSec=")]
-    assert stop > WorkerConfig.__dataclass_fields__["shutdown_grace_seconds"].default
+    assert stop > load_config({"dsn": "mysql://u@h/db"}, {}).stop_bound_seconds
+    assert f"SuccessExitStatus={EXIT_ROWS_LEFT}" in text, "a stop that left rows to the sweep is no failure"
     assert "--metrics-port %i" in text, "the instance names the replica's metrics port"
 
 

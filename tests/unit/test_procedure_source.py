@@ -20,4 +20,4 @@ def test_an_include_must_give_every_value_its_fragment_names_and_no_other() -> N
         expand("{{>id_refusal | id = p_id | extra = 1}}")
     with pytest.raises(SourceError, match="no fragment nothing_here"):
         expand("{{>nothing_here}}")
-    assert expand("{{>id_refusal | id = p_id}}").startswith("WHEN p_id IS NULL OR p_id < 1 THEN")
+    assert expand("{{>id_refusal | id = p_id}}").startswith("WHEN (p_id >= 1) IS NOT TRUE THEN")

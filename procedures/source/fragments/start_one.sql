@@ -10,6 +10,6 @@ UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
 IF ROW_COUNT() = 1 THEN
   SET {{to_status}} = 'Processing';
 ELSE
+  {{>start_refused | id = {{id}} | now = {{now}} | scratch = {{to_status}}}}
   SET {{to_status}} = NULL;
-  {{>start_refused | id = {{id}} | now = {{now}}}}
 END IF;

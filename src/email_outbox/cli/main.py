@@ -69,9 +69,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
     worker.install_signal_handlers()
     end_tracing = configure_from_environment("email-outbox-worker")
     try:
-        return worker.run()
+        code = worker.run()
     finally:
         end_tracing()
+    stuck = worker.threads_left()
+    if stuck:
+        # The interpreter would join them at exit, for as long as their calls take: their rows are
+        # logged and left to the lease sweep (UnknownOutcome, never resent).
+        logging.getLogger("email_outbox.worker").error(
+            "exiting without waiting for threads still in a call",
+            extra={"threads": stuck, **worker.rows_left()},
+        )
+        logging.shutdown()
+        os._exit(code)
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:

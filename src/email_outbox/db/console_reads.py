@@ -3,8 +3,8 @@
 (`db/reads.py`).
 
 Every read is bounded twice: a LIMIT, and the per-session statement time limit the pool sets on each
-connection, so no page can pin the server. The actions are the operator procedures, called through
-OutboxRepository like the CLI's.
+connection, so no page can pin the server. The actions are the operator procedures, in
+`console_actions`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from email_outbox.db.console_actions import ConsoleActions
 from email_outbox.db.durability import DurabilityRisk
 from email_outbox.db.reads import status_filter
 from email_outbox.db.repository import OutboxRepository
@@ -22,10 +23,8 @@ from email_outbox.db.send_rate_calls import SendRateStatus
 from email_outbox.db.tenant_calls import TenantStats
 from email_outbox.errors import (
     AccessDenied,
-    DatabaseUnavailable,
     NotFound,
     OutboxError,
-    TransientDatabaseError,
 )
 from email_outbox.models import BreakerState, DeliveryEvent, QueueHealth, Status
 
@@ -123,8 +122,8 @@ def cursor_of(repo: OutboxRepository) -> Iterator[Any]:
         yield cursor
 
 
-class ConsoleReads:
-    """The console's reads and actions over one lent connection."""
+class ConsoleReads(ConsoleActions):
+    """The console's reads over one lent connection, and (ConsoleActions) its actions."""
 
     def __init__(self, repo: OutboxRepository, tables: set[str]) -> None:
         """`tables`: the optional tables this account can see (attachments, provider events,
@@ -406,39 +405,3 @@ class ConsoleReads:
             return self.select(sql, args)
         except AccessDenied:
             return None
-
-    # --- actions (the operator procedures) ------------------------------------------------------------
-    def requeue(self, attempt_id: int, actor: str, reason: str) -> int:
-        return self._retrying(lambda: self.repo.requeue_unknown_outcome(attempt_id, actor, reason))
-
-    def cancel(self, attempt_id: int, actor: str, reason: str) -> int:
-        return self._retrying(lambda: self.repo.cancel_email(attempt_id, actor, reason).affected)
-
-    def resolve(self, attempt_id: int, outcome: str, actor: str, reason: str, message_id: str | None) -> int:
-        return self._retrying(
-            lambda: self.repo.resolve_unknown_outcome(attempt_id, outcome, actor, reason, message_id)
-        )
-
-    def close_breaker(self, provider_name: str, actor: str, reason: str) -> int:
-        """email_breaker_close: 1 when the provider breaker was open or half open and is closed now."""
-        return self._retrying(
-            lambda: self.repo.breaker_close(provider_name, actor, f"closed by an operator: {reason}")
-        )
-
-    def redrive(self, attempt_id: int, actor: str, reason: str) -> int:
-        """email_redrive_email for this row (by its id: another service's email with the same
-        notification id is never the one moved): 0 unless it is Failed and SES never accepted it."""
-        rows = self.select("SELECT id FROM email_delivery_attempts WHERE id = %s", (attempt_id,))
-        if not rows:
-            raise NotFound(f"no email with id {attempt_id}")
-        return self._retrying(lambda: self.repo.redrive_email(attempt_id, actor, reason))
-
-    def _retrying(self, call: Any) -> int:
-        # A deadlock rolls the call back whole; the call is guarded, so trying it again is safe.
-        for attempt in range(3):
-            try:
-                return int(call())
-            except TransientDatabaseError:
-                if attempt == 2:
-                    raise
-        raise DatabaseUnavailable("unreachable")  # pragma: no cover

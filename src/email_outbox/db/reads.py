@@ -24,6 +24,14 @@ _ROW_COLUMNS = (
 )
 
 
+# The earliest claim_due_at of each priority: the claim's index (claim_queue_rank, claim_due_at, id)
+# holds claimable rows only, so each is one index entry read ("Select tables optimized away").
+_OLDEST_DUE = " UNION ALL ".join(
+    f"SELECT MIN(claim_due_at) AS due FROM email_delivery_attempts WHERE claim_queue_rank = {rank}"
+    for rank in range(10)
+)
+
+
 class OperatorReads(Calls):
     # --- read-only views for operators ------------------------------------------------------------
     def schema_release(self) -> str | None:
@@ -107,12 +115,12 @@ class OperatorReads(Calls):
     def queue_health(self) -> QueueHealth:
         """What an on-call engineer asks first: how late is the oldest due row, are leases overdue.
 
-        Both reads are index range scans (the claim index and the lease index), cheap at any table size.
+        Both are index reads, cheap at any table size: the oldest due row is the first entry of each
+        priority in the claim's index (_OLDEST_DUE), the overdue leases a range of the lease index.
         """
         row = self._select(
             "SELECT UTC_TIMESTAMP(6) AS now,"
-            " (SELECT MIN(claim_due_at) FROM email_delivery_attempts"
-            "   WHERE claim_due_at <= UTC_TIMESTAMP(6)) AS oldest_due_at,"
+            f" (SELECT MIN(due) FROM ({_OLDEST_DUE}) d WHERE due <= UTC_TIMESTAMP(6)) AS oldest_due_at,"
             " (SELECT COUNT(*) FROM email_delivery_attempts"
             "   WHERE status = 'Processing' AND lease_expires_at < UTC_TIMESTAMP(6)) AS overdue_leases"
         )[0]

@@ -19,7 +19,7 @@ from email_outbox.errors import DatabaseUnavailable, MigrationError
 from email_outbox.procedure_files import migrations_dir
 from email_outbox.schema.migration_lock import MigrationLock, read_your_writes
 from email_outbox.schema.release import refuse_a_newer_schema
-from email_outbox.schema.routines import DriftReport, check_drift
+from email_outbox.schema.routines import DriftReport, check_drift, replace_installed_naming
 
 
 def add_column_if_missing(conn: Any, table: str, column: str, definition: str) -> None:
@@ -40,6 +40,27 @@ def add_index_if_missing(conn: Any, table: str, name: str, columns: str) -> None
         name,
         f"ALTER TABLE {table} ADD INDEX {name} {columns}, ALGORITHM=INPLACE, LOCK=NONE",
     )
+
+
+def drop_indexes_if_present(conn: Any, table: str, names: list[str]) -> None:
+    """A migration step's DROP INDEX that can run again: the installed procedures that name one of the
+    indexes (an older release's FORCE INDEX) are replaced by their files first, so no CALL meets a
+    missing index; then every index still present goes in one ALTER (in place, no copy of the table)."""
+    cursor = conn.cursor()
+    try:
+        replace_installed_naming(cursor, names)
+        cursor.execute(
+            "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
+            " AND TABLE_NAME = %s",
+            (table,),
+        )
+        indexes = {str(r[0]) for r in cursor.fetchall()}
+        present = [name for name in names if name in indexes]
+        if present:
+            drops = ", ".join(f"DROP INDEX {name}" for name in present)
+            cursor.execute(f"ALTER TABLE {table} {drops}, ALGORITHM=INPLACE, LOCK=NONE")
+    finally:
+        cursor.close()
 
 
 def _alter_unless_present(conn: Any, view: str, name_column: str, table: str, name: str, alter: str) -> None:

@@ -161,14 +161,22 @@ def retire_procedures(cursor: Cursor, names: Collection[str]) -> None:
     for name in names:
         if name in known:
             raise ValueError(f"{name} still has a file in procedures/: remove it before retiring it")
+    replace_installed_naming(cursor, names)
+    for name in names:
+        cursor.execute(f"DROP PROCEDURE IF EXISTS {name}")
+
+
+def replace_installed_naming(cursor: Cursor, names: Collection[str]) -> list[str]:
+    """Replace by its file every installed procedure (not itself one of `names`) whose body names one
+    of `names` (a procedure, an index): a migration does this before it drops what they name, so
+    nothing installed refers to it once it is gone. Returns the names installed."""
+    known = {p.name for p in load_procedures()}
     callers = {
         caller
         for caller, (body, _mode) in _installed(cursor).items()
         if caller not in names and any(re.search(rf"\b{name}\b", body) for name in names)
     }
-    sync_procedures(cursor, only=callers & known)
-    for name in names:
-        cursor.execute(f"DROP PROCEDURE IF EXISTS {name}")
+    return sync_procedures(cursor, only=callers & known)
 
 
 def sync_procedures_step(conn: Any) -> None:

@@ -255,6 +255,13 @@ class WorkerConfig:
         """The longest one SendEmail call can take before botocore gives up: connect plus read."""
         return self.ses_connect_timeout + self.ses_read_timeout
 
+    @property
+    def stop_bound_seconds(self) -> float:
+        """The longest a worker runs after SIGTERM, whatever its database hosts and SES do: the grace
+        for the sends in flight, then two read timeouts to give back what it holds; then it exits
+        without waiting for the calls still on the wire (docs/operations.md, "Stopping a worker")."""
+        return self.shutdown_grace_seconds + 2 * self.db_read_timeout
+
 
 SETTINGS = fields(WorkerConfig)
 _SPEC: dict[str, tuple[str, Any]] = {f.name: (f.metadata["env"], f.metadata["parse"]) for f in SETTINGS}

@@ -14,7 +14,8 @@ The policy (docs/design.md section 8):
   raised at once, never waited out there: the finalizer lands that row apart (`apart`), where a lock
   wait is retried until the call's deadline, so one locked row holds up no other row's finalize;
 - anything else is raised.
-Pauses between tries grow exponentially with jitter, up to `max_pause`.
+Pauses between tries grow exponentially with jitter, up to `max_pause`. Once `give_up` says so (a
+stopping worker's grace is over), no call tries again: each ends with its current try.
 """
 
 from __future__ import annotations
@@ -174,6 +175,8 @@ class DatabaseCalls:
                     self.drop(host_failed=True)
                 if exc.errno == ER_LOCK_WAIT_TIMEOUT and self._shared:
                     raise  # waited out here, it would hold up every other finalize: landed apart
+                if self._give_up():
+                    raise
                 if transient > self.policy.transient_attempts and not (
                     exc.errno == ER_LOCK_WAIT_TIMEOUT
                     and self._waits_out_locks

@@ -10,6 +10,10 @@ commit and (email_finalize_batch's set path) one UPDATE per group instead of one
 Leaders never land at once, so the finalizer gives them one connection to share
 (`DatabaseCalls.taking_turns`).
 
+A slot waits for its group's leader without a timeout of its own: the leader's call is bounded by the
+retry policy (the lease's end, and at a stop the grace), and a stopping worker waits for neither past
+its stop bound (Worker._exit_at_bound).
+
 A leader may wait a moment for company (`company`): while sends are fast, the rows of one claim end
 within a few milliseconds of each other, and one call for all of them costs the database far less than
 three or four calls for a few each. It never waits while sends are slow, where a slot waiting is a

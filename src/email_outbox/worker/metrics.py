@@ -1,21 +1,20 @@
-"""Prometheus metrics and a health check for one worker replica, on one small HTTP server.
+"""Prometheus metrics for one worker replica, and the one small HTTP server that also answers its
+health checks.
 
 GET /metrics  the Prometheus text format: the replica's counters (email_outbox.worker.stats) read at scrape
               time, plus the live queue (Pending, Retrying, Processing) per status, refreshed every
-              `stats_interval` seconds from `email_outbox_queue_stats` on a connection of its own
-              (its cost follows the backlog, not the history).
+              `stats_interval` seconds by the queue sampler (worker.queue_sampler) on a connection of
+              its own (its cost follows the backlog, not the history).
 GET /healthz  200 while the delivery loop turns and the database answered recently; 503 otherwise.
 GET /readyz   200 while /healthz is and the replica claims (the provider is enabled and it is not
-              shutting down); 503 otherwise.
+              shutting down); 503 otherwise (both judged by worker.health).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,37 +30,10 @@ from prometheus_client.registry import Collector
 from email_outbox.db.repository import OutboxRepository
 from email_outbox.db.send_rate_calls import PAUSED_DAILY_QUOTA, RateSlice
 from email_outbox.db.tenant_calls import TenantStats
-from email_outbox.errors import AccessDenied, OutboxError
 from email_outbox.metrics_server import MetricsServer
-from email_outbox.models import RetentionRuns, Status, StatusCount
+from email_outbox.worker.health import Health
+from email_outbox.worker.queue_sampler import QueueSampler, QueueSnapshot
 from email_outbox.worker.stats import Distribution, WorkerStats
-
-log = logging.getLogger("email_outbox.worker.metrics")
-
-UNSENT_WINDOW_SECONDS = 86_400
-
-
-@dataclass
-class QueueSnapshot:
-    counts: list[StatusCount] = field(default_factory=list)
-    database_now: datetime | None = None
-    sampled_at: float = 0.0
-    # Emails failed in the last 24 h without being handed to SES, by reason (email_unsent_failure_stats).
-    unsent_failures: dict[str, int] = field(default_factory=dict)
-    # When retention last finished (email_retention_last_run); None: not readable by this account.
-    retention: RetentionRuns | None = None
-    # Each tenant (email_tenant_stats); empty when the account may not read them yet.
-    tenants: list[TenantStats] = field(default_factory=list)
-
-    def oldest_due_age_seconds(self) -> float:
-        due = [
-            c.oldest_due_at
-            for c in self.counts
-            if c.status in (Status.PENDING, Status.RETRYING) and c.oldest_due_at is not None
-        ]
-        if not due or self.database_now is None:
-            return 0.0
-        return max(0.0, (self.database_now - min(due)).total_seconds())
 
 
 class WorkerCollector(Collector):
@@ -316,103 +288,6 @@ def _histogram(name: str, doc: str, d: Distribution) -> Metric:
     return HistogramMetricFamily(name, doc, buckets=d.cumulative(), sum_value=d.total)
 
 
-class QueueSampler:
-    """Reads email_outbox_stats every `interval` seconds on its own connection.
-
-    Its success does not count toward /healthz: health is about the delivery loop's own calls.
-    """
-
-    def __init__(
-        self,
-        open_repository: Callable[[], OutboxRepository],
-        interval: float,
-        stopping: threading.Event,
-    ) -> None:
-        self.open_repository = open_repository
-        self.interval = interval
-        self.stopping = stopping
-        self.latest = QueueSnapshot()
-        self.thread = threading.Thread(target=self._run, name="queue-sampler", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def sample(self, repo: OutboxRepository) -> None:
-        counts = repo.queue_stats()
-        # A worker account granted before these procedures existed: the queue depth still counts;
-        # `email-outbox grant worker` again adds the rest.
-        try:
-            unsent = repo.unsent_failures(UNSENT_WINDOW_SECONDS)
-        except AccessDenied:
-            unsent = {}
-        retention: RetentionRuns | None
-        try:
-            retention = repo.retention_last_run()
-        except AccessDenied:
-            retention = None
-        tenants: list[TenantStats]
-        try:
-            tenants = repo.tenant_stats()
-        except AccessDenied:
-            tenants = []
-        now = repo.database_time()
-        self.latest = QueueSnapshot(
-            counts, now, time.monotonic(), unsent_failures=unsent, retention=retention, tenants=tenants
-        )
-
-    def _run(self) -> None:
-        repo: OutboxRepository | None = None
-        while not self.stopping.is_set():
-            try:
-                repo = repo or self.open_repository()
-                self.sample(repo)
-            except OutboxError as exc:
-                log.warning("queue depth not read", extra={"error": str(exc)})
-                if repo is not None:
-                    repo.close()
-                repo = None
-            self.stopping.wait(self.interval)
-        if repo is not None:
-            repo.close()
-
-
-@dataclass
-class Health:
-    stats: WorkerStats
-    stale_after: float
-    # False: the worker was started with the provider disabled and claims nothing, by design.
-    provider_enabled: bool = True
-    # Set once a signal asked the replica to stop: it claims nothing more.
-    stopping: threading.Event = field(default_factory=threading.Event)
-
-    def check(self) -> tuple[bool, dict[str, Any]]:
-        now = time.monotonic()
-        with self.stats.lock:
-            last_db, last_loop = self.stats.last_db_success, self.stats.last_loop
-        loop_age = now - last_loop if last_loop else None
-        db_age = now - last_db if last_db else None
-        ok = (
-            loop_age is not None
-            and loop_age <= self.stale_after
-            and db_age is not None
-            and db_age <= self.stale_after
-        )
-        return ok, {
-            "ok": ok,
-            "seconds_since_loop": None if loop_age is None else round(loop_age, 3),
-            "seconds_since_db_success": None if db_age is None else round(db_age, 3),
-            "stale_after_seconds": self.stale_after,
-            "provider_enabled": self.provider_enabled,
-            "claiming": self.provider_enabled and not self.stopping.is_set(),
-        }
-
-    def ready(self) -> tuple[bool, dict[str, Any]]:
-        """/readyz: healthy, and claiming: the database answers and this replica takes work."""
-        healthy, detail = self.check()
-        ready = healthy and bool(detail["claiming"])
-        return ready, {**detail, "ok": ready}
-
-
 def start_metrics(
     stats: WorkerStats,
     worker_id: str,
@@ -433,3 +308,6 @@ def start_metrics(
     server.start()
     sampler.start()
     return server, sampler
+
+
+__all__ = ["Health", "QueueSampler", "QueueSnapshot", "WorkerCollector", "start_metrics"]

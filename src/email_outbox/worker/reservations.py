@@ -115,14 +115,27 @@ class Reservations:
             self._give_back(stale, "reservation too old to start")
         return claim
 
-    def release_all(self, reason: str) -> None:
+    def release_all(self, reason: str, until: float | None = None) -> bool:
         """Give back every reservation held (stopping, paused, or sends are fast again), once a
-        background reserve on its way has landed."""
-        with self._changed:
-            self._changed.wait_for(lambda: not self._refilling)
+        reserve on its way has landed. With `until` (a monotonic time, at a stop) it waits for that
+        reserve no longer: False when it gave up waiting, leaving what that reserve takes to expire
+        unstarted and go back to the queue."""
+        timeout = None if until is None else max(0.0, until - time.monotonic())
+        # A slot's own reserve holds the lock during its call, a background one sets _refilling.
+        if not self._changed.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        try:
+            if not self._changed.wait_for(lambda: not self._refilling, timeout=timeout):
+                return False
             claims = list(self._held)
             self._held.clear()
+        finally:
+            self._changed.release()
         self._give_back(claims, reason)
+        return True
+
+    def held_ids(self) -> list[int]:
+        return sorted(claim.id for claim in list(self._held))
 
     def _give_back(self, claims: list[Claim], reason: str) -> None:
         """Release reservations unsent, and their rate tokens."""
