@@ -19,18 +19,18 @@ BEGIN
   -- Generated from procedures/source/ (edit there, then run python -m email_outbox_devtools.procedure_source --write).
   BEGIN
     DECLARE v_now DATETIME(6);
+    -- What a sweep ended (not read: every variable is paid for on every call, so the two share one).
     DECLARE v_swept BIGINT DEFAULT 0;
-    DECLARE v_expired BIGINT DEFAULT 0;
     DECLARE v_found, v_stale, v_overdue INT DEFAULT 0;
     -- The fair share (see below): the walk's tenants found, the most one walk reads, the pass of the last
-    -- one read, their ids, the highest weight, whether the walk goes on and whether it has read every
-    -- tenant that can take a slot; the clock, the slots left to claim and to share out this round, the
+    -- one read, their ids, the highest weight, whether the walk has read every tenant that can take a
+    -- slot (1), may go on (0) or is to go on now (-1); the clock, the slots left to claim and to share out this round, the
     -- tenant picked and its figures, the last slot's tag, the tenants given slots this round.
     DECLARE v_walked, v_batch BIGINT DEFAULT 0;
     DECLARE v_walk_pass DOUBLE DEFAULT 0;
     DECLARE v_walk LONGTEXT;
     DECLARE v_max_weight DOUBLE DEFAULT 1;
-    DECLARE v_walk_more, v_walk_done, v_shared INT DEFAULT 0;
+    DECLARE v_walk_done INT DEFAULT 0;
     DECLARE v_pick INT UNSIGNED DEFAULT 0;
     DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag, v_wave DOUBLE;
     DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
@@ -92,7 +92,7 @@ BEGIN
       CALL email_internal_sweep_stale_leases(p_limit, v_swept);
     END IF;
     IF v_overdue = 1 THEN
-      CALL email_internal_expire_overdue(p_limit, 'expiry-sweep', v_expired);
+      CALL email_internal_expire_overdue(p_limit, 'expiry-sweep', v_swept);
     END IF;
   
     -- Anything to claim at all: the first entry of ..._tenant_due, which holds claimable rows only (one
@@ -102,9 +102,9 @@ BEGIN
     SELECT MIN(claim_tenant) INTO v_pick
       FROM email_delivery_attempts FORCE INDEX (ix_email_delivery_attempts_tenant_due)
      WHERE claim_tenant > 0;
-    SET v_found = IF(v_pick IS NULL, 0, 1);
   
-    IF v_found = 1 THEN
+    IF v_pick IS NOT NULL THEN
+      SET v_found = 1;
       -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
       -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
       -- would go through an on-disk temporary table on every claim.
@@ -155,7 +155,7 @@ BEGIN
       -- A walk reads at most this many tenants: they come back in one JSON array, which MariaDB builds
       -- within group_concat_max_len (20 bytes a tenant at most).
       SET v_batch = LEAST(p_limit + 1, GREATEST(1, FLOOR(@@SESSION.group_concat_max_len / 20)));
-      SET v_walk_more = 1;
+      SET v_walk_done = -1;
       -- Up to three rounds: the claim's slots go to the tenants in tag order (stride scheduling: a
       -- tenant's pass moves 1/weight per send; one idle until now starts from the clock, so it never
       -- banks a share; on a tie the one served less so far goes first); a tenant that had fewer due rows
@@ -164,9 +164,9 @@ BEGIN
       rounds: WHILE v_left > 0 AND v_round < 3 DO
         SET v_round = v_round + 1;
         UPDATE email_claim_walk SET first_tag = next_tag;
-        SET v_shared = 0;
+        SET v_share = -1;
         share_out: LOOP
-          IF v_walk_more = 1 THEN
+          IF v_walk_done = -1 THEN
             -- The next tenants of the walk, lowest pass first, under the clock's lock: the walk is
             -- left once the tenants found cover the slots (below), so a claim reads about as many
             -- tenants as it has slots, whatever the number with due rows. A consistent read that
@@ -197,7 +197,7 @@ BEGIN
                              WHERE a.claim_tenant = t.id ORDER BY a.claim_due_at LIMIT 1) <= v_now
                      ORDER BY t.pass, t.id
                      LIMIT v_batch) w;
-            SET v_walk_more = 0, v_walk_done = IF(v_walked < v_batch, 1, 0);
+            SET v_walk_done = IF(v_walked < v_batch, 1, 0);
             -- Each tenant's next send's tag and the room its limits leave, read again by primary key
             -- under the lock: none while paused; its rate schedule (at most a second's burst); what is
             -- left of its 24 hours. The reputation guard leaves only the ranks at or above its priority.
@@ -222,12 +222,12 @@ BEGIN
                                                                                         v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)))))
               FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', top BIGINT UNSIGNED PATH '$[1]')) j
                    STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id;
-            IF v_shared = 1 THEN
+            IF v_share >= 0 THEN
               -- This round's share-out starts again, the tenants just found among the others.
               UPDATE email_claim_walk SET next_tag = first_tag, wanted = 0;
             END IF;
           END IF;
-          SET v_share = v_left, v_shared = 1;
+          SET v_share = v_left;
           share: WHILE v_share > 0 DO
             -- The tenant with the lowest tag, its figures, the next tenant's tag and the lowest second
             -- tag of any (its tag plus 1/weight), in one read.
@@ -270,7 +270,7 @@ BEGIN
           -- tag 1/weight above it (on an equal tag, the one read first goes first).
           IF v_walk_done = 0
              AND (v_share > 0 OR v_last_tag > GREATEST(v_walk_pass, v_clock) + 1 / v_max_weight) THEN
-            SET v_walk_more = 1;
+            SET v_walk_done = -1;
             ITERATE share_out;
           END IF;
           LEAVE share_out;
