@@ -23,21 +23,7 @@ BEGIN
     -- What a sweep ended (not read: every variable is paid for on every call, so the two share one).
     DECLARE v_swept BIGINT DEFAULT 0;
     DECLARE v_found, v_stale, v_overdue INT DEFAULT 0;
-    -- The fair share (see below): the walk's tenants found, the most one walk reads, the pass of the last
-    -- one read, their ids, the highest weight, whether the walk has read every tenant that can take a
-    -- slot (1), may go on (0) or is to go on now (-1); the clock, the slots left to claim and to share out this round, the
-    -- tenant picked and its figures, the last slot's tag, the tenants given slots this round.
-    DECLARE v_walked, v_batch BIGINT DEFAULT 0;
-    DECLARE v_walk_pass DOUBLE DEFAULT 0;
-    DECLARE v_walk LONGTEXT;
-    DECLARE v_max_weight DOUBLE DEFAULT 1;
-    DECLARE v_walk_done INT DEFAULT 0;
     DECLARE v_pick INT UNSIGNED DEFAULT 0;
-    DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag, v_wave DOUBLE;
-    DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
-    DECLARE v_round, v_claimants INT DEFAULT 0;
-    DECLARE v_max_rank TINYINT;
-    DECLARE v_top BIGINT UNSIGNED;
     -- Not a swallowing handler: it ends the transaction and re-raises the same error.
     DECLARE EXIT HANDLER FOR SQLEXCEPTION
     BEGIN
@@ -105,405 +91,424 @@ BEGIN
   
     IF v_pick IS NOT NULL THEN
       SET v_found = 1;
-      -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
-      -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
-      -- would go through an on-disk temporary table on every claim.
-      CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_rows (
-        seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-        id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
-        from_status ENUM('Pending', 'Retrying') NOT NULL,
-        KEY ix_seq (seq) USING BTREE
-      ) ENGINE = MEMORY;
-      DELETE FROM email_claim_batch_rows;
-      -- The tenants the walk found and this claim's share-out among them (a name of its own: a session
-      -- keeps its temporary tables, and one made by an earlier release has other columns).
-      CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_walk (
-        tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
-        weight DOUBLE NOT NULL DEFAULT 1,
-        raw_pass DOUBLE NOT NULL DEFAULT 0,
-        start_pass DOUBLE NOT NULL DEFAULT 0,
-        first_tag DOUBLE NOT NULL DEFAULT 0,
-        next_tag DOUBLE NOT NULL DEFAULT 0,
-        last_tag DOUBLE NOT NULL DEFAULT 0,
-        max_rank TINYINT NOT NULL DEFAULT 9,
-        top BIGINT UNSIGNED NULL,
-        send_rate DOUBLE NULL,
-        rate_start DATETIME(6) NULL,
-        day_start DATETIME(6) NULL,
-        day_base BIGINT NOT NULL DEFAULT 0,
-        room BIGINT NOT NULL DEFAULT 0,
-        wanted BIGINT NOT NULL DEFAULT 0,
-        got BIGINT NOT NULL DEFAULT 0,
-        exhausted TINYINT NOT NULL DEFAULT 0
-      ) ENGINE = MEMORY;
-      DELETE FROM email_claim_walk;
-  
-      -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
-      -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
-      -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
-      -- Statement-based binary logging refuses READ COMMITTED writes to InnoDB (error 1665): there the
-      -- claim keeps the session's level and concurrent claimers may meet deadlocks, which the worker retries.
-      IF @@GLOBAL.log_bin = 1 AND @@SESSION.binlog_format = 'STATEMENT' THEN
-        SET TRANSACTION READ WRITE;
-      ELSE
-        SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
-      END IF;
-      START TRANSACTION;
-      -- The fair-share clock, locked: concurrent claims share out one schedule, one after the other, and
-      -- every pass they write is written holding it, so the walk below reads them as they stand.
-      SELECT COALESCE(MAX(virtual_time), 0) INTO v_clock FROM email_tenant_schedule WHERE id = 1 FOR UPDATE;
-      -- A walk reads at most this many tenants: they come back in one JSON array, which MariaDB builds
-      -- within group_concat_max_len (20 bytes a tenant at most).
-      SET v_batch = LEAST(p_limit + 1, GREATEST(1, FLOOR(@@SESSION.group_concat_max_len / 20)));
-      SET v_walk_done = -1;
-      -- Up to three rounds: the claim's slots go to the tenants in tag order (stride scheduling: a
-      -- tenant's pass moves 1/weight per send; one idle until now starts from the clock, so it never
-      -- banks a share; on a tie the one served less so far goes first); a tenant that had fewer due rows
-      -- than its slots is done, and the next round shares what it left among the others.
-      SET v_left = p_limit;
-      rounds: WHILE v_left > 0 AND v_round < 3 DO
-        SET v_round = v_round + 1;
-        UPDATE email_claim_walk SET first_tag = next_tag;
-        SET v_share = -1;
-        share_out: LOOP
-          IF v_walk_done = -1 THEN
-            -- The next tenants of the walk, lowest pass first, under the clock's lock: the walk is
-            -- left once the tenants found cover the slots (below), so a claim reads about as many
-            -- tenants as it has slots, whatever the number with due rows. A consistent read that
-            -- locks nothing in any isolation (a locking read of ..._tenant_due would wait for an
-            -- enqueue's uncommitted row), its ids passed on in one JSON array; with the highest
-            -- weight of any tenant (one entry of ix_email_tenants_weight).
-            SELECT COUNT(*), COALESCE(MAX(w.pass), v_walk_pass), JSON_ARRAYAGG(JSON_ARRAY(w.id, w.top)),
-                   (SELECT MAX(weight) FROM email_tenants FORCE INDEX (ix_email_tenants_weight))
-              INTO v_walked, v_walk_pass, v_walk, v_max_weight
-              FROM (SELECT t.id, t.pass,
-                           (SELECT IF(q.claim_due_at <= v_now, q.id * 16 + q.claim_queue_rank, NULL)
-                              FROM email_delivery_attempts q FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
-                             WHERE q.claim_tenant = t.id
-                             ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1) AS top
-                      FROM email_tenants t FORCE INDEX (ix_email_tenants_pass)
-                     WHERE t.pass >= v_walk_pass
-                       AND t.paused_reason IS NULL
-                           AND 0 <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
-                           AND IF(t.daily_quota IS NULL, 1,
-                                  GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))) >= 1
-                           AND (t.send_rate IS NULL
-                                OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
-                                                                                   GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
-                                                                                            v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)) >= 1)
-                       AND NOT EXISTS (SELECT 1 FROM email_claim_walk c WHERE c.tenant_id = t.id)
-                    HAVING top IS NOT NULL
-                        OR (SELECT a.claim_due_at FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_due)
-                             WHERE a.claim_tenant = t.id ORDER BY a.claim_due_at LIMIT 1) <= v_now
-                     ORDER BY t.pass, t.id
-                     LIMIT v_batch) w;
-            SET v_walk_done = IF(v_walked < v_batch, 1, 0);
-            -- Each tenant's next send's tag and the room its limits leave, read again by primary key
-            -- under the lock: none while paused; its rate schedule (at most a second's burst); what is
-            -- left of its 24 hours. The reputation guard leaves only the ranks at or above its priority.
-            INSERT IGNORE INTO email_claim_walk
-              (tenant_id, weight, raw_pass, start_pass, first_tag, next_tag, max_rank, top, send_rate,
-               rate_start, day_start, day_base, room)
-            SELECT t.id, t.weight, t.pass, GREATEST(t.pass, v_clock),
-                   GREATEST(t.pass, v_clock) + 1 / t.weight, GREATEST(t.pass, v_clock) + 1 / t.weight,
-                   IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority), j.top,
-                   t.send_rate,
-                   IF(t.send_rate IS NULL, NULL,
-                      GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
-                               v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)),
-                   IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), v_now, t.day_started_at),
-                   IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count),
-                   IF(t.paused_reason IS NOT NULL, 0,
-                      LEAST(p_limit, IF(t.daily_quota IS NULL, p_limit,
-                                        GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))),
-                            IF(t.send_rate IS NULL, p_limit,
-                               GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
-                                                                               GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
-                                                                                        v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)))))
-              FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', top BIGINT UNSIGNED PATH '$[1]')) j
-                   STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id;
-            IF v_share >= 0 THEN
-              -- This round's share-out starts again, the tenants just found among the others.
-              UPDATE email_claim_walk SET next_tag = first_tag, wanted = 0;
-            END IF;
-          END IF;
-          SET v_share = v_left;
-          share: WHILE v_share > 0 DO
-            -- The tenant with the lowest tag, its figures, the next tenant's tag and the lowest second
-            -- tag of any (its tag plus 1/weight), in one read.
-            SET v_pick = NULL;
-            SELECT tenant_id, next_tag, weight, room - got - wanted,
-                   LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id),
-                   MIN(next_tag + 1 / weight) OVER ()
-              INTO v_pick, v_tag, v_weight, v_room, v_next_tag, v_wave
-              FROM email_claim_walk WHERE exhausted = 0 AND room > got + wanted
-             ORDER BY next_tag, raw_pass, tenant_id LIMIT 1;
-            IF v_pick IS NULL THEN
-              LEAVE share;
-            END IF;
-            -- As many slots as keep its tag at or below the next tenant's: one statement per run, not
-            -- per slot. A run of one among several tenants is a wave instead: one slot to each tenant
-            -- whose tag is at or below the lowest second tag, lowest tags first (when many tenants
-            -- share a claim, one statement for them all).
-            SET v_take = LEAST(v_share, v_room,
-                               IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1));
-            IF v_take = 1 AND v_next_tag IS NOT NULL THEN
-              UPDATE email_claim_walk
-                 SET last_tag = next_tag, wanted = wanted + 1, next_tag = next_tag + 1 / weight
-               WHERE exhausted = 0 AND room > got + wanted AND next_tag <= v_wave
-               ORDER BY next_tag, raw_pass, tenant_id
-               LIMIT v_share;
-              SET v_take = ROW_COUNT();
-            ELSE
-              UPDATE email_claim_walk
-                 SET last_tag = next_tag + (v_take - 1) / weight, wanted = wanted + v_take,
-                     next_tag = next_tag + v_take / weight
-               WHERE tenant_id = v_pick;
-            END IF;
-            SET v_share = v_share - v_take;
-          END WHILE;
-          -- The tenants given slots and the last slot's tag.
-          SELECT COUNT(*), MAX(last_tag) INTO v_claimants, v_last_tag FROM email_claim_walk WHERE wanted > 0;
-          -- The tenants found cover the slots unless the walk may hold more and a slot went unhanded, or
-          -- the last slot's tag is past the lowest a tenant not yet read could have: its pass is at or
-          -- above the last one read (passes only grow, and only under the clock's lock), and its first
-          -- tag 1/weight above it (on an equal tag, the one read first goes first).
-          IF v_walk_done = 0
-             AND (v_share > 0 OR v_last_tag > GREATEST(v_walk_pass, v_clock) + 1 / v_max_weight) THEN
-            SET v_walk_done = -1;
-            ITERATE share_out;
-          END IF;
-          LEAVE share_out;
-        END LOOP;
-        IF v_share = v_left THEN
-          LEAVE rounds;
-        END IF;
-  
-        -- Each tenant's rows, highest priority first, then the oldest due, on ..._tenant_queue, which
-        -- holds claimable rows only, so no range ends on a terminal row that retention may be deleting.
-        -- The tenant with the earliest tag first, so its rows lead the batch. The walk read each
-        -- tenant's first row there (its highest priority, oldest due) and kept it when due (top: its id
-        -- and rank). When every tenant given slots in the first round has one, as when many tenants
-        -- share a claim, those rows are locked by primary key in one statement; a tenant whose row is
-        -- gone meanwhile is read as below. Else each tenant is read on its own: one range, its highest
-        -- priority's due rows, in the first round (each range costs the optimizer an index read to
-        -- estimate it), then, for what that left, one range per rank of its own, so no range reads rows
-        -- that are not due yet. INSERT IGNORE: a later read of a tenant's rows starts from its first
-        -- again, and those this transaction already holds are in the list.
-        IF v_round = 1 AND v_claimants = v_left - v_share THEN
-          INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
-          SELECT a.id, a.status
-            FROM email_claim_walk c
-                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.top DIV 16
-           WHERE c.wanted > 0
-             AND a.claim_tenant = c.tenant_id
-             AND a.claim_queue_rank <= c.max_rank
-             AND a.claim_due_at <= v_now
-                 AND a.attempt_count < a.max_attempts
-           ORDER BY c.first_tag, c.raw_pass, c.tenant_id
-           FOR UPDATE SKIP LOCKED;
-          SET v_got = ROW_COUNT();
-          IF v_got > 0 THEN
-            UPDATE email_claim_walk c STRAIGHT_JOIN email_claim_batch_rows r ON r.id = c.top DIV 16
-               SET c.got = c.got + 1, c.wanted = 0
-             WHERE c.wanted > 0;
-            SET v_left = v_left - v_got, v_claimants = v_claimants - v_got;
-          END IF;
-        END IF;
-        claim_tenants: WHILE v_claimants > 0 DO
-          SELECT tenant_id, got + wanted, wanted, max_rank, IF(v_round = 1 AND got = 0, top, NULL)
-            INTO v_pick, v_take, v_wanted, v_max_rank, v_top
-            FROM email_claim_walk WHERE wanted > 0
-           ORDER BY first_tag, raw_pass, tenant_id LIMIT 1;
-          SET v_got = 0;
-          IF v_top MOD 16 <= v_max_rank THEN
-            INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
-            SELECT a.id, a.status
-              FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
-             WHERE a.claim_tenant = v_pick
-               AND a.claim_queue_rank = v_top MOD 16
-               AND a.claim_due_at <= v_now
-                   AND a.attempt_count < a.max_attempts
-             ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
-             LIMIT v_take
-             FOR UPDATE SKIP LOCKED;
-            SET v_got = ROW_COUNT();
-          END IF;
-          IF v_got < v_wanted THEN
-            INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
-            SELECT a.id, a.status
-              FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
-             WHERE a.claim_tenant = v_pick
-               AND a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
-               AND a.claim_queue_rank <= v_max_rank
-               AND a.claim_due_at <= v_now
-                   AND a.attempt_count < a.max_attempts
-             ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
-             LIMIT v_take
-             FOR UPDATE SKIP LOCKED;
-            SET v_got = v_got + ROW_COUNT();
-          END IF;
-          UPDATE email_claim_walk
-             SET got = got + v_got, exhausted = IF(v_got < v_wanted, 1, 0), wanted = 0
-           WHERE tenant_id = v_pick;
-          SET v_left = v_left - v_got, v_claimants = v_claimants - 1;
-        END WHILE;
-      END WHILE;
-  
-      -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
-      -- The events first: they read expires_at and the claimed-from status of rows still Pending or Retrying.
-      INSERT INTO email_delivery_events
-        (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-      SELECT c.id, v_now, c.from_status, 'Failed', NULL, p_claimed_by, SESSION_USER(),
-             CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
-        FROM email_claim_batch_rows c
-             STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-       WHERE a.expires_at <= v_now
-       ORDER BY c.id;
-      IF ROW_COUNT() > 0 THEN
-        UPDATE email_claim_batch_rows c
-               STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-           SET a.status = 'Failed',
-               a.last_error_code = 'Expired',
-               a.last_error_message = CONCAT('not sent: expired at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'),
-               a.claimed_from_status = NULL,
-               a.row_version = a.row_version + 1,
-               a.updated_at = v_now
-         WHERE a.expires_at <= v_now
-           AND a.status IN ('Pending', 'Retrying');
-        DELETE c FROM email_claim_batch_rows c
-               STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-         WHERE a.expires_at <= v_now;
-      END IF;
-      -- A row to a suppressed address ends Failed here instead of being claimed.
       BEGIN
-        DECLARE v_found INT DEFAULT 0;
-        CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_suppressed_ids (
+        -- A block of its own: the variables of a claim that has rows are set up only then. The fair
+        -- share (see below): the walk's tenants found, the most one walk reads, the pass of the last one
+        -- read, their ids, the highest weight, whether the walk has read every tenant that can take a
+        -- slot (1), may go on (0) or is to go on now (-1); the clock, the slots left to claim and to share
+        -- out this round, the tenant picked and its figures, the last slot's tag, the lowest second tag,
+        -- the tenants given slots this round, a tenant's first row (id * 16 + rank).
+        DECLARE v_walked, v_batch BIGINT DEFAULT 0;
+        DECLARE v_walk_pass DOUBLE DEFAULT 0;
+        DECLARE v_walk LONGTEXT;
+        DECLARE v_max_weight DOUBLE DEFAULT 1;
+        DECLARE v_walk_done INT DEFAULT 0;
+        DECLARE v_clock, v_tag, v_next_tag, v_weight, v_last_tag, v_wave DOUBLE;
+        DECLARE v_left, v_share, v_room, v_take, v_wanted, v_got BIGINT DEFAULT 0;
+        DECLARE v_round, v_claimants INT DEFAULT 0;
+        DECLARE v_max_rank TINYINT;
+        DECLARE v_top BIGINT UNSIGNED;
+  
+        -- seq keeps the claim's order (INSERT ... SELECT ... ORDER BY numbers the rows in it), so the result
+        -- set is read in that order through its index instead of sorted: a sort of rows with their bodies
+        -- would go through an on-disk temporary table on every claim.
+        CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_batch_rows (
+          seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
           id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
           from_status ENUM('Pending', 'Retrying') NOT NULL,
-          why VARCHAR(1000) CHARACTER SET utf8mb4 NOT NULL
+          KEY ix_seq (seq) USING BTREE
         ) ENGINE = MEMORY;
-        DELETE FROM email_claim_suppressed_ids;
-        -- The address key inline (email_internal_address_key spells the same rule): local part exact,
-        -- domain lower-cased, compared byte for byte through the unique key.
-        INSERT INTO email_claim_suppressed_ids (id, from_status, why)
-        SELECT c.id, c.from_status,
-               LEFT(CONCAT('not sent: ', a.to_address, ' is on the suppression list (', s.reason, ': ', s.detail, ')'), 1000)
+        DELETE FROM email_claim_batch_rows;
+        -- The tenants the walk found and this claim's share-out among them (a name of its own: a session
+        -- keeps its temporary tables, and one made by an earlier release has other columns).
+        CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_walk (
+          tenant_id INT UNSIGNED NOT NULL PRIMARY KEY,
+          weight DOUBLE NOT NULL DEFAULT 1,
+          raw_pass DOUBLE NOT NULL DEFAULT 0,
+          start_pass DOUBLE NOT NULL DEFAULT 0,
+          first_tag DOUBLE NOT NULL DEFAULT 0,
+          next_tag DOUBLE NOT NULL DEFAULT 0,
+          last_tag DOUBLE NOT NULL DEFAULT 0,
+          max_rank TINYINT NOT NULL DEFAULT 9,
+          top BIGINT UNSIGNED NULL,
+          send_rate DOUBLE NULL,
+          rate_start DATETIME(6) NULL,
+          day_start DATETIME(6) NULL,
+          day_base BIGINT NOT NULL DEFAULT 0,
+          room BIGINT NOT NULL DEFAULT 0,
+          wanted BIGINT NOT NULL DEFAULT 0,
+          got BIGINT NOT NULL DEFAULT 0,
+          exhausted TINYINT NOT NULL DEFAULT 0
+        ) ENGINE = MEMORY;
+        DELETE FROM email_claim_walk;
+  
+        -- READ COMMITTED for this one transaction: the locking scan then takes record locks only, no gap
+        -- locks, so claimed rows moving in the claim index and new enqueues never wait on another
+        -- claimer's gap (under REPEATABLE READ that deadlocked 8 concurrent claimers).
+        -- Statement-based binary logging refuses READ COMMITTED writes to InnoDB (error 1665): there the
+        -- claim keeps the session's level and concurrent claimers may meet deadlocks, which the worker retries.
+        IF @@GLOBAL.log_bin = 1 AND @@SESSION.binlog_format = 'STATEMENT' THEN
+          SET TRANSACTION READ WRITE;
+        ELSE
+          SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+        END IF;
+        START TRANSACTION;
+        -- The fair-share clock, locked: concurrent claims share out one schedule, one after the other, and
+        -- every pass they write is written holding it, so the walk below reads them as they stand.
+        SELECT COALESCE(MAX(virtual_time), 0) INTO v_clock FROM email_tenant_schedule WHERE id = 1 FOR UPDATE;
+        -- A walk reads at most this many tenants: they come back in one JSON array, which MariaDB builds
+        -- within group_concat_max_len (20 bytes a tenant at most).
+        SET v_batch = LEAST(p_limit + 1, GREATEST(1, FLOOR(@@SESSION.group_concat_max_len / 20)));
+        SET v_walk_done = -1;
+        -- Up to three rounds: the claim's slots go to the tenants in tag order (stride scheduling: a
+        -- tenant's pass moves 1/weight per send; one idle until now starts from the clock, so it never
+        -- banks a share; on a tie the one served less so far goes first); a tenant that had fewer due rows
+        -- than its slots is done, and the next round shares what it left among the others.
+        SET v_left = p_limit;
+        rounds: WHILE v_left > 0 AND v_round < 3 DO
+          SET v_round = v_round + 1;
+          UPDATE email_claim_walk SET first_tag = next_tag;
+          SET v_share = -1;
+          share_out: LOOP
+            IF v_walk_done = -1 THEN
+              -- The next tenants of the walk, lowest pass first, under the clock's lock: the walk is
+              -- left once the tenants found cover the slots (below), so a claim reads about as many
+              -- tenants as it has slots, whatever the number with due rows. A consistent read that
+              -- locks nothing in any isolation (a locking read of ..._tenant_due would wait for an
+              -- enqueue's uncommitted row), its ids passed on in one JSON array; with the highest
+              -- weight of any tenant (one entry of ix_email_tenants_weight).
+              SELECT COUNT(*), COALESCE(MAX(w.pass), v_walk_pass), JSON_ARRAYAGG(JSON_ARRAY(w.id, w.top)),
+                     (SELECT MAX(weight) FROM email_tenants FORCE INDEX (ix_email_tenants_weight))
+                INTO v_walked, v_walk_pass, v_walk, v_max_weight
+                FROM (SELECT t.id, t.pass,
+                             (SELECT IF(q.claim_due_at <= v_now, q.id * 16 + q.claim_queue_rank, NULL)
+                                FROM email_delivery_attempts q FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+                               WHERE q.claim_tenant = t.id
+                               ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1) AS top
+                        FROM email_tenants t FORCE INDEX (ix_email_tenants_pass)
+                       WHERE t.pass >= v_walk_pass
+                         AND t.paused_reason IS NULL
+                             AND 0 <= IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority)
+                             AND IF(t.daily_quota IS NULL, 1,
+                                    GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))) >= 1
+                             AND (t.send_rate IS NULL
+                                  OR GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                                     GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                                                              v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)) >= 1)
+                         AND NOT EXISTS (SELECT 1 FROM email_claim_walk c WHERE c.tenant_id = t.id)
+                      HAVING top IS NOT NULL
+                          OR (SELECT a.claim_due_at FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_due)
+                               WHERE a.claim_tenant = t.id ORDER BY a.claim_due_at LIMIT 1) <= v_now
+                       ORDER BY t.pass, t.id
+                       LIMIT v_batch) w;
+              SET v_walk_done = IF(v_walked < v_batch, 1, 0);
+              -- Each tenant's next send's tag and the room its limits leave, read again by primary key
+              -- under the lock: none while paused; its rate schedule (at most a second's burst); what is
+              -- left of its 24 hours. The reputation guard leaves only the ranks at or above its priority.
+              INSERT IGNORE INTO email_claim_walk
+                (tenant_id, weight, raw_pass, start_pass, first_tag, next_tag, max_rank, top, send_rate,
+                 rate_start, day_start, day_base, room)
+              SELECT t.id, t.weight, t.pass, GREATEST(t.pass, v_clock),
+                     GREATEST(t.pass, v_clock) + 1 / t.weight, GREATEST(t.pass, v_clock) + 1 / t.weight,
+                     IF(t.guard_below_priority IS NULL, 9, 9 - t.guard_below_priority), j.top,
+                     t.send_rate,
+                     IF(t.send_rate IS NULL, NULL,
+                        GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                 v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)),
+                     IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), v_now, t.day_started_at),
+                     IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count),
+                     IF(t.paused_reason IS NOT NULL, 0,
+                        LEAST(p_limit, IF(t.daily_quota IS NULL, p_limit,
+                                          GREATEST(0, t.daily_quota - IF((t.day_started_at IS NULL OR t.day_started_at <= v_now - INTERVAL 1 DAY), 0, t.day_count))),
+                              IF(t.send_rate IS NULL, p_limit,
+                                 GREATEST(0, FLOOR(TIMESTAMPDIFF(MICROSECOND, IF(t.send_rate IS NULL, NULL,
+                                                                                 GREATEST(COALESCE(t.rate_next_at, v_now - INTERVAL 1 DAY),
+                                                                                          v_now - INTERVAL ROUND(GREATEST(1, 1 / t.send_rate) * 1000000) MICROSECOND)), v_now) / 1000000 * t.send_rate)))))
+                FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', top BIGINT UNSIGNED PATH '$[1]')) j
+                     STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id;
+              IF v_share >= 0 THEN
+                -- This round's share-out starts again, the tenants just found among the others.
+                UPDATE email_claim_walk SET next_tag = first_tag, wanted = 0;
+              END IF;
+            END IF;
+            SET v_share = v_left;
+            share: WHILE v_share > 0 DO
+              -- The tenant with the lowest tag, its figures, the next tenant's tag and the lowest second
+              -- tag of any (its tag plus 1/weight), in one read.
+              SET v_pick = NULL;
+              SELECT tenant_id, next_tag, weight, room - got - wanted,
+                     LEAD(next_tag) OVER (ORDER BY next_tag, raw_pass, tenant_id),
+                     MIN(next_tag + 1 / weight) OVER ()
+                INTO v_pick, v_tag, v_weight, v_room, v_next_tag, v_wave
+                FROM email_claim_walk WHERE exhausted = 0 AND room > got + wanted
+               ORDER BY next_tag, raw_pass, tenant_id LIMIT 1;
+              IF v_pick IS NULL THEN
+                LEAVE share;
+              END IF;
+              -- As many slots as keep its tag at or below the next tenant's: one statement per run, not
+              -- per slot. A run of one among several tenants is a wave instead: one slot to each tenant
+              -- whose tag is at or below the lowest second tag, lowest tags first (when many tenants
+              -- share a claim, one statement for them all).
+              SET v_take = LEAST(v_share, v_room,
+                                 IF(v_next_tag IS NULL, v_share, FLOOR((v_next_tag - v_tag) * v_weight) + 1));
+              IF v_take = 1 AND v_next_tag IS NOT NULL THEN
+                UPDATE email_claim_walk
+                   SET last_tag = next_tag, wanted = wanted + 1, next_tag = next_tag + 1 / weight
+                 WHERE exhausted = 0 AND room > got + wanted AND next_tag <= v_wave
+                 ORDER BY next_tag, raw_pass, tenant_id
+                 LIMIT v_share;
+                SET v_take = ROW_COUNT();
+              ELSE
+                UPDATE email_claim_walk
+                   SET last_tag = next_tag + (v_take - 1) / weight, wanted = wanted + v_take,
+                       next_tag = next_tag + v_take / weight
+                 WHERE tenant_id = v_pick;
+              END IF;
+              SET v_share = v_share - v_take;
+            END WHILE;
+            -- The tenants given slots and the last slot's tag.
+            SELECT COUNT(*), MAX(last_tag) INTO v_claimants, v_last_tag FROM email_claim_walk WHERE wanted > 0;
+            -- The tenants found cover the slots unless the walk may hold more and a slot went unhanded, or
+            -- the last slot's tag is past the lowest a tenant not yet read could have: its pass is at or
+            -- above the last one read (passes only grow, and only under the clock's lock), and its first
+            -- tag 1/weight above it (on an equal tag, the one read first goes first).
+            IF v_walk_done = 0
+               AND (v_share > 0 OR v_last_tag > GREATEST(v_walk_pass, v_clock) + 1 / v_max_weight) THEN
+              SET v_walk_done = -1;
+              ITERATE share_out;
+            END IF;
+            LEAVE share_out;
+          END LOOP;
+          IF v_share = v_left THEN
+            LEAVE rounds;
+          END IF;
+  
+          -- Each tenant's rows, highest priority first, then the oldest due, on ..._tenant_queue, which
+          -- holds claimable rows only, so no range ends on a terminal row that retention may be deleting.
+          -- The tenant with the earliest tag first, so its rows lead the batch. The walk read each
+          -- tenant's first row there (its highest priority, oldest due) and kept it when due (top: its id
+          -- and rank). When every tenant given slots in the first round has one, as when many tenants
+          -- share a claim, those rows are locked by primary key in one statement; a tenant whose row is
+          -- gone meanwhile is read as below. Else each tenant is read on its own: one range, its highest
+          -- priority's due rows, in the first round (each range costs the optimizer an index read to
+          -- estimate it), then, for what that left, one range per rank of its own, so no range reads rows
+          -- that are not due yet. INSERT IGNORE: a later read of a tenant's rows starts from its first
+          -- again, and those this transaction already holds are in the list.
+          IF v_round = 1 AND v_claimants = v_left - v_share THEN
+            INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
+            SELECT a.id, a.status
+              FROM email_claim_walk c
+                   STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.top DIV 16
+             WHERE c.wanted > 0
+               AND a.claim_tenant = c.tenant_id
+               AND a.claim_queue_rank <= c.max_rank
+               AND a.claim_due_at <= v_now
+                   AND a.attempt_count < a.max_attempts
+             ORDER BY c.first_tag, c.raw_pass, c.tenant_id
+             FOR UPDATE SKIP LOCKED;
+            SET v_got = ROW_COUNT();
+            IF v_got > 0 THEN
+              UPDATE email_claim_walk c STRAIGHT_JOIN email_claim_batch_rows r ON r.id = c.top DIV 16
+                 SET c.got = c.got + 1, c.wanted = 0
+               WHERE c.wanted > 0;
+              SET v_left = v_left - v_got, v_claimants = v_claimants - v_got;
+            END IF;
+          END IF;
+          claim_tenants: WHILE v_claimants > 0 DO
+            SELECT tenant_id, got + wanted, wanted, max_rank, IF(v_round = 1 AND got = 0, top, NULL)
+              INTO v_pick, v_take, v_wanted, v_max_rank, v_top
+              FROM email_claim_walk WHERE wanted > 0
+             ORDER BY first_tag, raw_pass, tenant_id LIMIT 1;
+            SET v_got = 0;
+            IF v_top MOD 16 <= v_max_rank THEN
+              INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
+              SELECT a.id, a.status
+                FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+               WHERE a.claim_tenant = v_pick
+                 AND a.claim_queue_rank = v_top MOD 16
+                 AND a.claim_due_at <= v_now
+                     AND a.attempt_count < a.max_attempts
+               ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
+               LIMIT v_take
+               FOR UPDATE SKIP LOCKED;
+              SET v_got = ROW_COUNT();
+            END IF;
+            IF v_got < v_wanted THEN
+              INSERT IGNORE INTO email_claim_batch_rows (id, from_status)
+              SELECT a.id, a.status
+                FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_queue)
+               WHERE a.claim_tenant = v_pick
+                 AND a.claim_queue_rank IN (0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+                 AND a.claim_queue_rank <= v_max_rank
+                 AND a.claim_due_at <= v_now
+                     AND a.attempt_count < a.max_attempts
+               ORDER BY a.claim_queue_rank, a.claim_due_at, a.id
+               LIMIT v_take
+               FOR UPDATE SKIP LOCKED;
+              SET v_got = v_got + ROW_COUNT();
+            END IF;
+            UPDATE email_claim_walk
+               SET got = got + v_got, exhausted = IF(v_got < v_wanted, 1, 0), wanted = 0
+             WHERE tenant_id = v_pick;
+            SET v_left = v_left - v_got, v_claimants = v_claimants - 1;
+          END WHILE;
+        END WHILE;
+  
+        -- A row past its expires_at ends Failed ('Expired') here instead of being claimed.
+        -- The events first: they read expires_at and the claimed-from status of rows still Pending or Retrying.
+        INSERT INTO email_delivery_events
+          (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+        SELECT c.id, v_now, c.from_status, 'Failed', NULL, p_claimed_by, SESSION_USER(),
+               CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
           FROM email_claim_batch_rows c
                STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-               STRAIGHT_JOIN email_suppressed_addresses s
-                 ON s.address_key = CONCAT(
-                      LEFT(a.to_address, CHAR_LENGTH(a.to_address) - CHAR_LENGTH(SUBSTRING_INDEX(a.to_address, '@', -1)) - 1),
-                      '@', LOWER(SUBSTRING_INDEX(a.to_address, '@', -1))) COLLATE utf8mb4_bin;
-        SET v_found = ROW_COUNT();
-        -- Erased addresses are on the list by keyed hash under one of the keys held (one or two;
-        -- email_internal_erased_key spells the forms): computed per row and key only while there is such
-        -- an entry at all, each an index lookup.
-        IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key LIKE '#%') THEN
+         WHERE a.expires_at <= v_now
+         ORDER BY c.id;
+        IF ROW_COUNT() > 0 THEN
+          UPDATE email_claim_batch_rows c
+                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+             SET a.status = 'Failed',
+                 a.last_error_code = 'Expired',
+                 a.last_error_message = CONCAT('not sent: expired at ', DATE_FORMAT(a.expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'),
+                 a.claimed_from_status = NULL,
+                 a.row_version = a.row_version + 1,
+                 a.updated_at = v_now
+           WHERE a.expires_at <= v_now
+             AND a.status IN ('Pending', 'Retrying');
+          DELETE c FROM email_claim_batch_rows c
+                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+           WHERE a.expires_at <= v_now;
+        END IF;
+        -- A row to a suppressed address ends Failed here instead of being claimed.
+        BEGIN
+          DECLARE v_found INT DEFAULT 0;
+          CREATE TEMPORARY TABLE IF NOT EXISTS email_claim_suppressed_ids (
+            id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+            from_status ENUM('Pending', 'Retrying') NOT NULL,
+            why VARCHAR(1000) CHARACTER SET utf8mb4 NOT NULL
+          ) ENGINE = MEMORY;
+          DELETE FROM email_claim_suppressed_ids;
+          -- The address key inline (email_internal_address_key spells the same rule): local part exact,
+          -- domain lower-cased, compared byte for byte through the unique key.
           INSERT INTO email_claim_suppressed_ids (id, from_status, why)
           SELECT c.id, c.from_status,
                  LEFT(CONCAT('not sent: ', a.to_address, ' is on the suppression list (', s.reason, ': ', s.detail, ')'), 1000)
             FROM email_claim_batch_rows c
                  STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-                 STRAIGHT_JOIN email_outbox_keys k ON TRUE  -- every key held, one or two
                  STRAIGHT_JOIN email_suppressed_addresses s
-                   ON s.address_key IN (
-                        CONCAT('#', k.id, ':', SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('address:', LOWER(a.to_address)) USING utf8mb4)), 256))), 256)) COLLATE utf8mb4_bin,
-                        IF(k.legacy = 1, CONCAT('#', SHA2(CONCAT(HEX(k.secret), ':', LOWER(a.to_address)), 256)), NULL) COLLATE utf8mb4_bin)
-          -- (one entry per row even if several keys matched)
-          ON DUPLICATE KEY UPDATE why = email_claim_suppressed_ids.why;
-          SET v_found = v_found + ROW_COUNT();
-        END IF;
-        IF v_found > 0 THEN
-          UPDATE email_claim_suppressed_ids x
-                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = x.id
-             SET a.status = 'Failed',
-                 a.last_error_code = 'Suppressed',
-                 a.last_error_message = x.why,
-                 a.claimed_from_status = NULL,
-                 a.row_version = a.row_version + 1,
-                 a.updated_at = v_now
-           WHERE a.status IN ('Pending', 'Retrying');
-          INSERT INTO email_delivery_events
-            (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-          SELECT x.id, v_now, x.from_status, 'Failed', NULL, p_claimed_by, SESSION_USER(), x.why
-            FROM email_claim_suppressed_ids x
-           ORDER BY x.id;
-          DELETE c FROM email_claim_batch_rows c JOIN email_claim_suppressed_ids x ON x.id = c.id;
-        END IF;
-      END;
-      BEGIN
-        DECLARE v_id BIGINT UNSIGNED;
-        DECLARE v_done INT DEFAULT 0;
-        DECLARE c_messages CURSOR FOR
-          SELECT a.id
-            FROM email_claim_batch_rows c
-                 STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-           WHERE a.message_options IS NOT NULL;
-        DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
-        -- Nearly always there is nothing to do: no whole message in the claim, or an empty list.
-        IF EXISTS (SELECT 1 FROM email_suppressed_addresses)
-           AND EXISTS (SELECT 1 FROM email_claim_batch_rows c
-                         STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-                        WHERE a.message_options IS NOT NULL) THEN
-          OPEN c_messages;
-          each_message: LOOP
-            FETCH c_messages INTO v_id;
-            IF v_done = 1 THEN
-              LEAVE each_message;
-            END IF;
-            CALL email_internal_drop_suppressed_row(v_id);
-          END LOOP;
-          CLOSE c_messages;
-        END IF;
-      END;
+                   ON s.address_key = CONCAT(
+                        LEFT(a.to_address, CHAR_LENGTH(a.to_address) - CHAR_LENGTH(SUBSTRING_INDEX(a.to_address, '@', -1)) - 1),
+                        '@', LOWER(SUBSTRING_INDEX(a.to_address, '@', -1))) COLLATE utf8mb4_bin;
+          SET v_found = ROW_COUNT();
+          -- Erased addresses are on the list by keyed hash under one of the keys held (one or two;
+          -- email_internal_erased_key spells the forms): computed per row and key only while there is such
+          -- an entry at all, each an index lookup.
+          IF EXISTS (SELECT 1 FROM email_suppressed_addresses WHERE address_key LIKE '#%') THEN
+            INSERT INTO email_claim_suppressed_ids (id, from_status, why)
+            SELECT c.id, c.from_status,
+                   LEFT(CONCAT('not sent: ', a.to_address, ' is on the suppression list (', s.reason, ': ', s.detail, ')'), 1000)
+              FROM email_claim_batch_rows c
+                   STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+                   STRAIGHT_JOIN email_outbox_keys k ON TRUE  -- every key held, one or two
+                   STRAIGHT_JOIN email_suppressed_addresses s
+                     ON s.address_key IN (
+                          CONCAT('#', k.id, ':', SHA2(CONCAT(k.outer_pad, UNHEX(SHA2(CONCAT(k.inner_pad, CONVERT(CONCAT('address:', LOWER(a.to_address)) USING utf8mb4)), 256))), 256)) COLLATE utf8mb4_bin,
+                          IF(k.legacy = 1, CONCAT('#', SHA2(CONCAT(HEX(k.secret), ':', LOWER(a.to_address)), 256)), NULL) COLLATE utf8mb4_bin)
+            -- (one entry per row even if several keys matched)
+            ON DUPLICATE KEY UPDATE why = email_claim_suppressed_ids.why;
+            SET v_found = v_found + ROW_COUNT();
+          END IF;
+          IF v_found > 0 THEN
+            UPDATE email_claim_suppressed_ids x
+                   STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = x.id
+               SET a.status = 'Failed',
+                   a.last_error_code = 'Suppressed',
+                   a.last_error_message = x.why,
+                   a.claimed_from_status = NULL,
+                   a.row_version = a.row_version + 1,
+                   a.updated_at = v_now
+             WHERE a.status IN ('Pending', 'Retrying');
+            INSERT INTO email_delivery_events
+              (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+            SELECT x.id, v_now, x.from_status, 'Failed', NULL, p_claimed_by, SESSION_USER(), x.why
+              FROM email_claim_suppressed_ids x
+             ORDER BY x.id;
+            DELETE c FROM email_claim_batch_rows c JOIN email_claim_suppressed_ids x ON x.id = c.id;
+          END IF;
+        END;
+        BEGIN
+          DECLARE v_id BIGINT UNSIGNED;
+          DECLARE v_done INT DEFAULT 0;
+          DECLARE c_messages CURSOR FOR
+            SELECT a.id
+              FROM email_claim_batch_rows c
+                   STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+             WHERE a.message_options IS NOT NULL;
+          DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_done = 1;
+          -- Nearly always there is nothing to do: no whole message in the claim, or an empty list.
+          IF EXISTS (SELECT 1 FROM email_suppressed_addresses)
+             AND EXISTS (SELECT 1 FROM email_claim_batch_rows c
+                           STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+                          WHERE a.message_options IS NOT NULL) THEN
+            OPEN c_messages;
+            each_message: LOOP
+              FETCH c_messages INTO v_id;
+              IF v_done = 1 THEN
+                LEAVE each_message;
+              END IF;
+              CALL email_internal_drop_suppressed_row(v_id);
+            END LOOP;
+            CLOSE c_messages;
+          END IF;
+        END;
   
-      -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
-      -- locked read, not from the column being overwritten.
-      UPDATE email_claim_batch_rows c
-             STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
-         SET a.claimed_from_status = c.from_status,
-             a.status = 'Processing',
-             a.claim_token = p_claim_token,
-             a.claimed_by = p_claimed_by,
-             a.claimed_at = v_now,
-             a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
-             a.reserved_at = NULL,
-             a.row_version = a.row_version + 1,
-             a.updated_at = v_now
-       WHERE a.status IN ('Pending', 'Retrying');
-      -- The batch form of email_internal_record_event: one statement for every claimed row, in the
-      -- claim's transaction. It reads the in-memory id list only, never the attempts table.
-      INSERT INTO email_delivery_events
-        (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
-      SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
-        FROM email_claim_batch_rows c
-       ORDER BY c.id;
+        -- Multi-table UPDATE assigns in no guaranteed order, so the claimed-from status comes from the
+        -- locked read, not from the column being overwritten.
+        UPDATE email_claim_batch_rows c
+               STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = c.id
+           SET a.claimed_from_status = c.from_status,
+               a.status = 'Processing',
+               a.claim_token = p_claim_token,
+               a.claimed_by = p_claimed_by,
+               a.claimed_at = v_now,
+               a.lease_expires_at = v_now + INTERVAL p_lease_seconds SECOND,
+               a.reserved_at = NULL,
+               a.row_version = a.row_version + 1,
+               a.updated_at = v_now
+         WHERE a.status IN ('Pending', 'Retrying');
+        -- The batch form of email_internal_record_event: one statement for every claimed row, in the
+        -- claim's transaction. It reads the in-memory id list only, never the attempts table.
+        INSERT INTO email_delivery_events
+          (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+        SELECT c.id, v_now, c.from_status, 'Processing', p_claim_token, p_claimed_by, SESSION_USER(), 'claimed'
+          FROM email_claim_batch_rows c
+         ORDER BY c.id;
   
-      -- The schedule moves on by what each tenant was given: its pass by claimed/weight, its rate
-      -- schedule by claimed/rate, its day's count; the clock to the lowest pass of the tenants that had
-      -- due rows and room (served this time or not: a tenant left out of a small claim keeps its place),
-      -- so a tenant that comes back starts level with the least served of them, no further back. The
-      -- tenants the walk did not reach are at or above the last one it read, so the clock goes no
-      -- further. Not a tenant that was offered slots and had no row to take (every due row held by its
-      -- reputation guard, or locked): it would hold the clock back claim after claim, and a tenant
-      -- coming back would bank a share of all that time.
-      UPDATE email_claim_walk c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
-         SET t.pass = c.start_pass + c.got / c.weight,
-             t.rate_next_at = IF(c.send_rate IS NULL, t.rate_next_at,
-                                         c.rate_start + INTERVAL ROUND(c.got / c.send_rate * 1000000) MICROSECOND),
-             t.day_count = c.day_base + c.got,
-             t.day_started_at = c.day_start
-       WHERE c.got > 0;
-      UPDATE email_tenant_schedule
-         SET virtual_time = GREATEST(virtual_time,
-                                     COALESCE((SELECT LEAST(MIN(start_pass + got / weight),
-                                                            IF(v_walk_done = 1, MIN(start_pass + got / weight),
-                                                               GREATEST(v_walk_pass, v_clock)))
-                                                 FROM email_claim_walk
-                                                WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
-       WHERE id = 1;
-      COMMIT;
+        -- The schedule moves on by what each tenant was given: its pass by claimed/weight, its rate
+        -- schedule by claimed/rate, its day's count; the clock to the lowest pass of the tenants that had
+        -- due rows and room (served this time or not: a tenant left out of a small claim keeps its place),
+        -- so a tenant that comes back starts level with the least served of them, no further back. The
+        -- tenants the walk did not reach are at or above the last one it read, so the clock goes no
+        -- further. Not a tenant that was offered slots and had no row to take (every due row held by its
+        -- reputation guard, or locked): it would hold the clock back claim after claim, and a tenant
+        -- coming back would bank a share of all that time.
+        UPDATE email_claim_walk c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
+           SET t.pass = c.start_pass + c.got / c.weight,
+               t.rate_next_at = IF(c.send_rate IS NULL, t.rate_next_at,
+                                           c.rate_start + INTERVAL ROUND(c.got / c.send_rate * 1000000) MICROSECOND),
+               t.day_count = c.day_base + c.got,
+               t.day_started_at = c.day_start
+         WHERE c.got > 0;
+        UPDATE email_tenant_schedule
+           SET virtual_time = GREATEST(virtual_time,
+                                       COALESCE((SELECT LEAST(MIN(start_pass + got / weight),
+                                                              IF(v_walk_done = 1, MIN(start_pass + got / weight),
+                                                                 GREATEST(v_walk_pass, v_clock)))
+                                                   FROM email_claim_walk
+                                                  WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
+         WHERE id = 1;
+        COMMIT;
+      END;
     END IF;
     -- The rows this claim token now holds, in the claim's order (each tenant's highest priority first,
     -- then the oldest due); none when nothing was due (the same columns, from no row).
