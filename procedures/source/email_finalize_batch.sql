@@ -22,7 +22,8 @@ MODIFIES SQL DATA
 SQL SECURITY DEFINER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT UTC_TIMESTAMP(6);
-  DECLARE v_count INT;
+  DECLARE v_unique INT;
+  DECLARE v_errors INT;
   DECLARE v_seq INT;
   DECLARE v_refusal VARCHAR(255) CHARACTER SET utf8mb4;
   DECLARE v_message VARCHAR(255) CHARACTER SET utf8mb4;
@@ -47,25 +48,28 @@ BEGIN
      OR JSON_LENGTH(p_outcomes) < 1 OR JSON_LENGTH(p_outcomes) > 1000 THEN
     SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = 45002, MESSAGE_TEXT = 'email_finalize_batch: outcomes must be a JSON array of 1 to 1000 objects';
   END IF;
-  SET v_count = JSON_LENGTH(p_outcomes);
-  -- The session's working table of the items (a session's copy is its own). The server's default
-  -- engine for temporary tables (InnoDB): MEMORY stores every VARCHAR at its full width, and copying
-  -- rows of 40 KB cost more than the rows' own change.
-  CREATE TEMPORARY TABLE IF NOT EXISTS email_finalize_items (
-    seq INT NOT NULL PRIMARY KEY,
-    id BIGINT NOT NULL,
-    claim_token VARCHAR(64) CHARACTER SET utf8mb4 NULL,
-    outcome VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL,
-    provider_message_id VARCHAR(191) CHARACTER SET utf8mb4 NULL,
-    error_code VARCHAR(191) CHARACTER SET utf8mb4 NULL,
-    error_message TEXT CHARACTER SET utf8mb4 NULL,
-    delay_seconds BIGINT NOT NULL DEFAULT 0,
-    refusal VARCHAR(255) CHARACTER SET utf8mb4 NULL,
-    landed TINYINT NOT NULL DEFAULT 0,
-    actor VARCHAR(191) CHARACTER SET utf8mb4 NULL,
-    to_status VARCHAR(20) CHARACTER SET utf8mb4 NULL
-  );
-  DELETE FROM email_finalize_items;
+  -- The session's working table of the items (a session's copy is its own), made by the session's
+  -- first call and emptied by each: a statement to make it on every call would cost as much as one
+  -- that changes rows. The server's default engine for temporary tables (InnoDB): MEMORY stores
+  -- every VARCHAR at its full width, and copying rows of 40 KB cost more than the rows' own change.
+  BEGIN
+    DECLARE CONTINUE HANDLER FOR 1146
+      CREATE TEMPORARY TABLE email_finalize_items (
+        seq INT NOT NULL PRIMARY KEY,
+        id BIGINT NOT NULL,
+        claim_token VARCHAR(64) CHARACTER SET utf8mb4 NULL,
+        outcome VARCHAR(20) CHARACTER SET utf8mb4 NOT NULL,
+        provider_message_id VARCHAR(191) CHARACTER SET utf8mb4 NULL,
+        error_code VARCHAR(191) CHARACTER SET utf8mb4 NULL,
+        error_message TEXT CHARACTER SET utf8mb4 NULL,
+        delay_seconds BIGINT NOT NULL DEFAULT 0,
+        refusal VARCHAR(255) CHARACTER SET utf8mb4 NULL,
+        landed TINYINT NOT NULL DEFAULT 0,
+        actor VARCHAR(191) CHARACTER SET utf8mb4 NULL,
+        to_status VARCHAR(20) CHARACTER SET utf8mb4 NULL
+      );
+    DELETE FROM email_finalize_items;
+  END;
   -- One pass over the document (JSON_TABLE): each item's members, and the first rule it breaks, in
   -- the order an item is read: its shape, its members' JSON types, its outcome, its claim, then the
   -- finalize's rules. The values kept are cut to their columns; the rules judge the members' own values.
@@ -125,8 +129,12 @@ BEGIN
                m_error_message JSON PATH '$.error_message',
                m_delay_seconds JSON PATH '$.delay_seconds')) j
     ) o;
+  -- What the rest of the call asks of the items, in one read: the first that breaks a rule, whether
+  -- each names its own row, and whether any writes an error message.
+  SELECT MIN(IF(refusal IS NULL, NULL, seq)), COUNT(DISTINCT id) = COUNT(*), MAX({{>writes_error | outcome = outcome}})
+    INTO v_seq, v_unique, v_errors
+    FROM email_finalize_items;
   -- The first item that breaks a rule refuses the whole call, naming its index; nothing is written.
-  SET v_seq = (SELECT MIN(seq) FROM email_finalize_items WHERE refusal IS NOT NULL);
   IF v_seq IS NOT NULL THEN
     SET v_refusal = (SELECT refusal FROM email_finalize_items WHERE seq = v_seq);
     IF LEFT(v_refusal, 5) = '45002' THEN
@@ -136,13 +144,16 @@ BEGIN
     {{>refuse | where = CONCAT('email_finalize_batch: outcomes[', v_seq, ']') | refusal = v_refusal}}
   END IF;
   {{>unit_begin | own = v_own}}
-  IF (SELECT COUNT(DISTINCT id) FROM email_finalize_items) = v_count THEN
+  IF v_unique THEN
     -- Each claim once (every batch a worker sends): the finalizes end in one UPDATE for the rows and
     -- one INSERT for their audit events, the start marks in one UPDATE, each row fenced by its own claim.
+    -- The UPDATE records in the working table, beside the change, the status it writes and the
+    -- claim's owner, both read from the row before the change (the change is buffered for the
+    -- attempts, the table joined second), so the events and the answer need no read of their own.
     -- The error message first, and only where there is one to write: a TEXT column in a multi-table
     -- UPDATE makes the server buffer the change in an on-disk temporary table, which costs more than
     -- the rest of the change; a batch of sends has none.
-    IF EXISTS (SELECT 1 FROM email_finalize_items s WHERE {{>writes_error | outcome = s.outcome}}) THEN
+    IF v_errors THEN
       UPDATE email_finalize_items s
              STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = s.id
          SET a.last_error_message = LEFT(s.error_message, 8000)
@@ -152,16 +163,12 @@ BEGIN
     UPDATE email_finalize_items s
            STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = s.id
        SET {{>settle_changes | outcome = s.outcome | delay = s.delay_seconds | error_code = s.error_code | provider_message_id = s.provider_message_id | expired_by = NULL | now = v_now}},
-           s.landed = 1
+           s.landed = 1,
+           s.to_status = {{>settle_status | outcome = s.outcome}},
+           s.actor = a.claimed_by
      WHERE s.outcome <> 'Started'
        {{>settle_fence | token = s.claim_token | outcome = s.outcome | expired_by = NULL}};
     IF ROW_COUNT() > 0 THEN
-      -- Our own writes: read back whatever this transaction's snapshot, under the row locks just taken.
-      UPDATE email_finalize_items s
-             STRAIGHT_JOIN email_delivery_attempts a FORCE INDEX (PRIMARY) ON a.id = s.id
-         SET s.to_status = a.status,
-             s.actor = a.claimed_by
-       WHERE s.landed = 1;
       INSERT INTO email_delivery_events
         (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
       SELECT s.id, v_now, 'Processing', s.to_status, s.claim_token, s.actor, SESSION_USER(),

@@ -109,6 +109,7 @@ def test_tiny_procedure_costs_run_counts_instructions_and_cpu() -> None:
     assert set(rows) == {
         "email_finalize_and_start (Sent + start)",
         "email_finalize_batch (8 Sent + 8 starts)",
+        "email_finalize_batch (3 Sent + 3 starts)",
         "email_reserve_batch (8 rows)",
         "email_reserve_batch (64 rows)",
         "email_reserve_batch (nothing due)",

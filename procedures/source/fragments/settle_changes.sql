@@ -12,11 +12,7 @@
 -- Every expression reads attempt_count, claimed_at and claimed_from_status before they are assigned,
 -- so the row written is the same whether the server assigns left to right or simultaneously
 -- (MariaDB's SIMULTANEOUS_ASSIGNMENT, or a buffered table of a multi-table UPDATE).
-a.status = CASE {{outcome}}
-             WHEN 'Released' THEN COALESCE(a.claimed_from_status, 'Pending')
-             WHEN 'Retrying' THEN IF(a.attempt_count + 1 >= a.max_attempts, 'Failed', 'Retrying')
-             ELSE {{outcome}}
-           END,
+a.status = {{>settle_status | outcome = {{outcome}}}},
 a.next_attempt_at = IF({{outcome}} = 'Released' OR ({{outcome}} = 'Retrying' AND a.attempt_count + 1 < a.max_attempts),
                        {{now}} + INTERVAL {{delay}} SECOND, a.next_attempt_at),
 a.last_attempt_at = IF({{outcome}} <> 'Released', IF({{expired_by}} IS NULL, {{now}}, a.claimed_at), a.last_attempt_at),
