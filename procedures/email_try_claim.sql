@@ -122,7 +122,49 @@ BEGIN
   -- A row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
   CALL email_internal_fail_if_suppressed(p_id, v_now, p_claimed_by, v_suppressed);
   -- A row past its expires_at ends Failed ('Expired') instead of being claimed (the claim then matches 0).
-  CALL email_internal_end_unsent(p_id, v_now, 'Expired', NULL, p_claimed_by, 1, v_expired_from);
+  BEGIN
+    -- No such row is an answer (nothing changed), not a condition for the caller.
+    DECLARE CONTINUE HANDLER FOR NOT FOUND BEGIN END;
+    SET v_expired_from = NULL;
+    -- First a plain read, which locks nothing: a row that is being sent, or finished, is left without a
+    -- lock, so a caller whose transaction stays open after a call that changed nothing holds up no
+    -- worker's finalize (issue 37). Only a row that may change is locked and read again. (A caller
+    -- whose snapshot is older than the row's start still locks it; the worker waits on such a lock for
+    -- its short lock wait timeout only.)
+    SELECT status INTO v_expired_from
+      FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+     WHERE id = p_id
+       AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL));
+    IF v_expired_from IS NOT NULL THEN
+      SET v_expired_from = NULL;
+      SELECT status INTO v_expired_from
+        FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+       WHERE id = p_id
+         AND (status IN ('Pending', 'Retrying') OR (status = 'Processing' AND reserved_at IS NOT NULL))
+         AND (expires_at <= v_now)
+         FOR UPDATE;
+      IF v_expired_from IS NOT NULL THEN
+        -- The row is ours until commit: its event reads the claim token and the expiry first, then the
+        -- change clears the claim.
+        INSERT INTO email_delivery_events
+          (attempt_id, occurred_at, from_status, to_status, claim_token, actor, db_account, detail)
+        SELECT id, v_now, status, 'Failed', claim_token, p_claimed_by, SESSION_USER(), CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC')
+          FROM email_delivery_attempts FORCE INDEX (PRIMARY)
+         WHERE id = p_id;
+        UPDATE email_delivery_attempts FORCE INDEX (PRIMARY)
+           SET status = 'Failed',
+               last_error_code = 'Expired',
+               last_error_message = LEFT(CONCAT('expired: not sent by its expires_at ', DATE_FORMAT(expires_at, '%Y-%m-%d %H:%i:%s.%f'), ' UTC'), 8000),
+               claim_token = NULL,
+               lease_expires_at = NULL,
+               claimed_from_status = NULL,
+               reserved_at = NULL,
+               row_version = row_version + 1,
+               updated_at = v_now
+         WHERE id = p_id;
+      END IF;
+    END IF;
+  END;
   UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
      SET a.claimed_from_status = a.status,
          a.status = 'Processing',

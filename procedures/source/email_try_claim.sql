@@ -59,7 +59,7 @@ BEGIN
   -- A row to a suppressed address ends Failed instead of being claimed (the claim then matches 0).
   CALL email_internal_fail_if_suppressed(p_id, v_now, p_claimed_by, v_suppressed);
   -- A row past its expires_at ends Failed ('Expired') instead of being claimed (the claim then matches 0).
-  CALL email_internal_end_unsent(p_id, v_now, 'Expired', NULL, p_claimed_by, 1, v_expired_from);
+  {{>end_unsent | id = p_id | now = v_now | code = 'Expired' | why = NULL | actor = p_claimed_by | expired_only = 1 | from_status = v_expired_from}}
   UPDATE email_delivery_attempts a FORCE INDEX (PRIMARY)
      SET {{>claim_changes | from_status = a.status | token = p_claim_token | claimed_by = p_claimed_by | now = v_now | lease = p_lease_seconds | reserved_at = NULL}}
    WHERE a.id = p_id
