@@ -27,6 +27,11 @@ the plans of one tenant's read and of the claim's walk of the tenants, and stops
 restarted under callgrind for the reserves alone, so the seed costs no valgrind time:
 
     python bench/procedure_costs.py --tenants 100 --terminal-rows 1000000 --calls 100
+
+--idle-tenants M adds M tenants with no row at all, their pass (0) below the due tenants' (set to 1), so
+the claim's walk meets them first:
+
+    python bench/procedure_costs.py --tenants 100 --idle-tenants 1000 --terminal-rows 0 --calls 100
 """
 
 from __future__ import annotations
@@ -296,9 +301,12 @@ class TenantSeed:
     walk: str
 
 
-def seed_tenants(server: PrivateServer, bench: Bench, tenants: int, terminal: int, rows: int) -> TenantSeed:
+def seed_tenants(
+    server: PrivateServer, bench: Bench, tenants: int, terminal: int, rows: int, idle: int = 0
+) -> TenantSeed:
     """A database with `terminal` Sent rows and `rows` due rows spread evenly over `tenants` tenants
-    (one priority, so only the tenants differ), analyzed, with the plans the claim's reads get."""
+    (one priority, so only the tenants differ), and `idle` tenants with no row whose pass is below the
+    due tenants', analyzed, with the plans the claim's reads get."""
     dsn = bench.fresh_database()
     fill_terminal_rows(server, dsn.database, terminal)
     repo = OutboxRepository.open(dsn)
@@ -306,7 +314,12 @@ def seed_tenants(server: PrivateServer, bench: Bench, tenants: int, terminal: in
         for t in range(tenants):
             add_tenant(repo, f"t{t:03d}")
             bulk_rows(repo, f"t{t:03d}", -(-rows // tenants), 5, f"t{t}-")
+        for t in range(idle):
+            add_tenant(repo, f"idle{t:04d}")
         cursor = repo.connection.cursor(dictionary=True)
+        if idle:
+            cursor.execute("UPDATE email_tenants SET pass = IF(name LIKE 'idle%', 0, 1)")
+            repo.connection.commit()
         cursor.execute("ANALYZE TABLE email_delivery_attempts")
         cursor.fetchall()
         cursor.execute("SELECT id FROM email_tenants WHERE name = 't000'")
@@ -320,7 +333,9 @@ def seed_tenants(server: PrivateServer, bench: Bench, tenants: int, terminal: in
     return TenantSeed(tenants, dsn, tenant_read, due_probe)
 
 
-def run_tenants(base: Path, spreads: list[int], terminal: int, calls: int) -> list[tuple[TenantSeed, float]]:
+def run_tenants(
+    base: Path, spreads: list[int], terminal: int, calls: int, idle: int = 0
+) -> list[tuple[TenantSeed, float]]:
     """Thousand instructions per claimed row of an 8-row reserve, for each spread of the due rows."""
     out_prefix = base / "callgrind.out"
     server = PrivateServer(base / "db", durable=True, buffer_pool_size=None)
@@ -328,7 +343,9 @@ def run_tenants(base: Path, spreads: list[int], terminal: int, calls: int) -> li
     bench = Bench(server)
     try:
         server.start(timeout=60)
-        seeds = [seed_tenants(server, bench, n, terminal, max(DUE_ROWS, 8 * (calls + 4))) for n in spreads]
+        seeds = [
+            seed_tenants(server, bench, n, terminal, max(DUE_ROWS, 8 * (calls + 4)), idle) for n in spreads
+        ]
         server.stop()
         server.launcher = callgrind_launcher(out_prefix)
         server.start(timeout=600)
@@ -358,10 +375,10 @@ def _plan(row: dict[str, object]) -> str:
     return f"{row['type']} on {row['key']}, {row['rows']} rows estimated ({row['Extra'] or 'nothing extra'})"
 
 
-def report_tenants(results: list[tuple[TenantSeed, float]], terminal: int, calls: int) -> None:
+def report_tenants(results: list[tuple[TenantSeed, float]], terminal: int, calls: int, idle: int = 0) -> None:
     print(
-        f"\nemail_reserve_batch of 8 rows, {calls} calls counted, beside {terminal:,} Sent rows: thousand"
-        " instructions per claimed row (do_command only)"
+        f"\nemail_reserve_batch of 8 rows, {calls} calls counted, beside {terminal:,} Sent rows"
+        f" and {idle:,} idle tenants: thousand instructions per claimed row (do_command only)"
     )
     print(
         "| tenants with due rows | per claimed row | vs one tenant | one tenant's read | the walk of the tenants |"
@@ -384,6 +401,12 @@ def main(argv: list[str] | None = None) -> int:
         "--terminal-rows", type=int, default=0, help="Sent rows beside the due ones (--tenants)"
     )
     parser.add_argument(
+        "--idle-tenants",
+        type=int,
+        default=0,
+        help="tenants with no row, their pass below the due ones' (--tenants)",
+    )
+    parser.add_argument(
         "--variant", default="",
         help="statements (';'-separated) run on the fresh database after its migration: a schema to compare",
     )  # fmt: skip
@@ -394,10 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.tenants:
         base = Path(tempfile.mkdtemp(prefix="procedure-costs-"))
         try:
-            results = run_tenants(base, sorted({1, args.tenants}), args.terminal_rows, calls)
+            results = run_tenants(
+                base, sorted({1, args.tenants}), args.terminal_rows, calls, args.idle_tenants
+            )
         finally:
             shutil.rmtree(base, ignore_errors=True)
-        report_tenants(results, args.terminal_rows, calls)
+        report_tenants(results, args.terminal_rows, calls, args.idle_tenants)
         return 0
     valgrind = shutil.which("valgrind") is not None and shutil.which("callgrind_control") is not None
     if not valgrind:

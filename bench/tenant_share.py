@@ -51,13 +51,14 @@ TENANT_SCAN = (
 # it: each tenant's first row on ..._tenant_queue, and its earliest due time on ..._tenant_due only
 # when that row is not due.
 WALK = (
-    "SELECT t.id, t.pass, (SELECT IF(q.claim_due_at <= UTC_TIMESTAMP(6), q.id * 16 + q.claim_queue_rank, NULL)"
-    " FROM email_delivery_attempts q FORCE INDEX (ix_email_delivery_attempts_tenant_queue)"
-    " WHERE q.claim_tenant = t.id ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1) AS top"
-    " FROM email_tenants t FORCE INDEX (ix_email_tenants_pass) WHERE t.pass >= 0 AND t.paused_reason IS NULL"
-    " HAVING top IS NOT NULL OR (SELECT a.claim_due_at FROM email_delivery_attempts a"
-    " FORCE INDEX (ix_email_delivery_attempts_tenant_due) WHERE a.claim_tenant = t.id"
-    " ORDER BY a.claim_due_at LIMIT 1) <= UTC_TIMESTAMP(6) ORDER BY t.pass, t.id LIMIT 9"
+    "SELECT t.id, t.pass, IF(t.paused_reason IS NULL, COALESCE((SELECT IF(q.claim_due_at <= UTC_TIMESTAMP(6),"
+    " q.id * 16 + q.claim_queue_rank, NULL) FROM email_delivery_attempts q"
+    " FORCE INDEX (ix_email_delivery_attempts_tenant_queue) WHERE q.claim_tenant = t.id"
+    " ORDER BY q.claim_queue_rank, q.claim_due_at, q.id LIMIT 1), IF((SELECT a.claim_due_at"
+    " FROM email_delivery_attempts a FORCE INDEX (ix_email_delivery_attempts_tenant_due)"
+    " WHERE a.claim_tenant = t.id ORDER BY a.claim_due_at LIMIT 1) <= UTC_TIMESTAMP(6), 0, NULL)), NULL) AS pick"
+    " FROM email_tenants t FORCE INDEX (ix_email_tenants_pass) WHERE t.pass >= 0"
+    " ORDER BY t.pass, t.id LIMIT 9"
 )
 
 
@@ -68,6 +69,7 @@ def walk_plan(cursor: Any) -> str:
     return "; ".join(
         f"{r['type']} on {r['key']}" + (", filesort" if "filesort" in (r["Extra"] or "") else "")
         for r in rows
+        if r["key"]
     )
 
 

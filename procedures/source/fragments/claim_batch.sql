@@ -54,12 +54,13 @@ BEGIN
     SET v_found = 1;
     BEGIN
       -- A block of its own: the variables of a claim that has rows are set up only then. The fair
-      -- share (see below): the walk's tenants found, the most one walk reads, the pass of the last one
-      -- read, their ids, the highest weight, whether the walk has read every tenant that can take a
-      -- slot (1), may go on (0) or is to go on now (-1); the clock, the slots left to claim and to share
-      -- out this round, the tenant picked and its figures, the last slot's tag, the lowest second tag,
-      -- the tenants given slots this round, a tenant's first row (id * 16 + rank).
-      DECLARE v_walked, v_batch BIGINT DEFAULT 0;
+      -- share (see below): the walk's tenants read and of them those that can take a slot, the most one
+      -- read of the walk takes and the most any may, the pass of the last one read, their ids, the
+      -- highest weight, whether the walk has read every tenant (1), may go on (0) or is to go on now
+      -- (-1), the tenants it met that could not take a slot; the clock, the slots left to claim and to
+      -- share out this round, the tenant picked and its figures, the last slot's tag, the lowest second
+      -- tag, the tenants given slots this round, a tenant's first row (id * 16 + rank).
+      DECLARE v_walked, v_walk_ok, v_batch, v_batch_max, v_idle BIGINT DEFAULT 0;
       DECLARE v_walk_pass DOUBLE DEFAULT 0;
       DECLARE v_walk LONGTEXT;
       DECLARE v_max_weight DOUBLE DEFAULT 1;
@@ -117,9 +118,11 @@ BEGIN
       -- The fair-share clock, locked: concurrent claims share out one schedule, one after the other, and
       -- every pass they write is written holding it, so the walk below reads them as they stand.
       SELECT COALESCE(MAX(virtual_time), 0) INTO v_clock FROM email_tenant_schedule WHERE id = 1 FOR UPDATE;
-      -- A walk reads at most this many tenants: they come back in one JSON array, which MariaDB builds
-      -- within group_concat_max_len (20 bytes a tenant at most).
-      SET v_batch = LEAST({{limit}} + 1, GREATEST(1, FLOOR(@@SESSION.group_concat_max_len / 20)));
+      -- A read of the walk takes at most this many tenants: they come back in one JSON array, which
+      -- MariaDB builds within group_concat_max_len (20 bytes a tenant at most). One that meets tenants
+      -- that cannot take a slot doubles it for the next read, so a run of them costs a few reads.
+      SET v_batch_max = GREATEST(1, FLOOR(@@SESSION.group_concat_max_len / 20));
+      SET v_batch = LEAST({{limit}} + 1, v_batch_max);
       SET v_walk_done = -1;
       -- Up to three rounds: the claim's slots go to the tenants in tag order (stride scheduling: a
       -- tenant's pass moves 1/weight per send; one idle until now starts from the clock, so it never
@@ -138,30 +141,42 @@ BEGIN
             -- locks nothing in any isolation (a locking read of ..._tenant_due would wait for an
             -- enqueue's uncommitted row), its ids passed on in one JSON array; with the highest
             -- weight of any tenant (one entry of ix_email_tenants_weight).
-            SELECT COUNT(*), COALESCE(MAX(w.pass), v_walk_pass), JSON_ARRAYAGG(JSON_ARRAY(w.id, w.top)),
+            SELECT COUNT(*), COUNT(w.pick), COALESCE(MAX(w.pass), v_walk_pass),
+                   JSON_ARRAYAGG(JSON_ARRAY(w.id, w.pick)),
                    (SELECT MAX(weight) FROM email_tenants FORCE INDEX (ix_email_tenants_weight))
-              INTO v_walked, v_walk_pass, v_walk, v_max_weight
+              INTO v_walked, v_walk_ok, v_walk_pass, v_walk, v_max_weight
               FROM {{>tenant_walk | now = v_now | from = v_walk_pass | more = NOT EXISTS (SELECT 1 FROM email_claim_walk c WHERE c.tenant_id = t.id) | limit = v_batch}} w;
-            SET v_walk_done = IF(v_walked < v_batch, 1, 0);
+            SET v_walk_done = IF(v_walked < v_batch, 1, 0), v_idle = v_idle + v_walked - v_walk_ok;
+            IF v_walk_ok < v_walked THEN
+              SET v_batch = LEAST(v_batch * 2, v_batch_max);
+            END IF;
             -- Each tenant's next send's tag and the room its limits leave, read again by primary key
             -- under the lock: none while paused; its rate schedule (at most a second's burst); what is
             -- left of its 24 hours. The reputation guard leaves only the ranks at or above its priority.
+            -- A tenant met that cannot take a slot is kept as exhausted 2, no room: the walk does not
+            -- read it again and its pass is lifted at the end (below).
             INSERT IGNORE INTO email_claim_walk
               (tenant_id, weight, raw_pass, start_pass, first_tag, next_tag, max_rank, top, send_rate,
-               rate_start, day_start, day_base, room)
+               rate_start, day_start, day_base, room, exhausted)
             SELECT t.id, t.weight, t.pass, GREATEST(t.pass, v_clock),
                    GREATEST(t.pass, v_clock) + 1 / t.weight, GREATEST(t.pass, v_clock) + 1 / t.weight,
-                   {{>tenant_max_rank | tenant = t}}, j.top,
+                   {{>tenant_max_rank | tenant = t}}, NULLIF(j.pick, 0),
                    t.send_rate,
                    {{>tenant_rate_start | tenant = t | now = v_now}},
                    {{>tenant_day_start | tenant = t | now = v_now}},
                    {{>tenant_day_base | tenant = t | now = v_now}},
-                   IF(t.paused_reason IS NOT NULL, 0,
+                   IF(t.paused_reason IS NOT NULL OR j.pick IS NULL, 0,
                       LEAST({{limit}}, {{>tenant_quota_room | tenant = t | now = v_now | limit = {{limit}}}},
                             IF(t.send_rate IS NULL, {{limit}},
-                               {{>tenant_rate_room | rate = t.send_rate | rate_start = {{>tenant_rate_start | tenant = t | now = v_now}} | now = v_now}})))
-              FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', top BIGINT UNSIGNED PATH '$[1]')) j
+                               {{>tenant_rate_room | rate = t.send_rate | rate_start = {{>tenant_rate_start | tenant = t | now = v_now}} | now = v_now}}))),
+                   IF(j.pick IS NULL, 2, 0)
+              FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', pick BIGINT UNSIGNED PATH '$[1]')) j
                    STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id;
+            IF v_walk_ok = 0 AND v_walk_done = 0 THEN
+              -- Nothing new to share out: read on.
+              SET v_walk_done = -1;
+              ITERATE share_out;
+            END IF;
             IF v_share >= 0 THEN
               -- This round's share-out starts again, the tenants just found among the others.
               UPDATE email_claim_walk SET next_tag = first_tag, wanted = 0;
@@ -327,6 +342,19 @@ BEGIN
                                                  FROM email_claim_walk
                                                 WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
        WHERE id = 1;
+      -- A tenant the walk met that could not take a slot (no due row, or no room: paused, at its rate or
+      -- quota) has its pass lifted to just below the lowest this claim gave a served tenant (the clock
+      -- when it served none): left below, it would be read by every claim, however long it stays so;
+      -- lifted, the walk meets it again once the tenants below it have had their turn, about once a
+      -- round. Only ever up, so it banks no share; one that gets rows starts level with the least
+      -- served of this claim, ahead of it on a tie (docs/design.md, "Tenants").
+      IF v_idle > 0 THEN
+        SELECT GREATEST(v_clock, COALESCE(MIN(start_pass + got / weight) - 1 / (1024 * v_max_weight), 0))
+          INTO v_tag FROM email_claim_walk WHERE got > 0;
+        UPDATE email_claim_walk c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
+           SET t.pass = v_tag
+         WHERE c.exhausted = 2 AND t.pass < v_tag;
+      END IF;
       COMMIT;
     END;
   END IF;
