@@ -522,12 +522,14 @@ BEGIN
                                                   WHERE room > 0 AND (got > 0 OR exhausted = 0)), 0))
          WHERE id = 1;
         -- A tenant the walk met that could not take a slot (no due row, or no room: paused, at its rate or
-        -- quota) has its pass lifted to just below the lowest this claim gave a served tenant (the clock
-        -- when it served none): left below, it would be read by every claim, however long it stays so;
-        -- lifted, the walk meets it again once the tenants below it have had their turn, about once a
-        -- round. Only ever up, so it banks no share; one that gets rows starts level with the least
-        -- served of this claim, ahead of it on a tie (docs/design.md, "Tenants").
-        IF v_idle > 0 THEN
+        -- quota) has its pass lifted to just below the lowest this claim gave a served tenant: left
+        -- below, it would be read by every claim, however long it stays so; lifted, it sorts after the
+        -- tenants still waiting, and the walk meets it again once they have had their turn, about once a
+        -- round. Only when the walk stopped short of the last tenant: one that read them all left none
+        -- waiting to cover the next claim, which would read the lifted tenant all the same, and a write
+        -- costs more than that read. Only ever up, so it banks no share; one that gets rows starts level
+        -- with the least served of this claim, ahead of it on a tie (docs/design.md, "Tenants").
+        IF v_idle > 0 AND v_walk_done = 0 THEN
           SELECT GREATEST(v_clock, COALESCE(MIN(start_pass + got / weight) - 1 / (1024 * v_max_weight), 0))
             INTO v_tag FROM email_claim_walk WHERE got > 0;
           UPDATE email_claim_walk c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id

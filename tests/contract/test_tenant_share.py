@@ -221,12 +221,12 @@ def test_a_tenant_the_guard_holds_entirely_does_not_hold_the_clock_back(repo: Ou
 def test_a_claim_lifts_an_idle_tenant_past_its_walk_and_it_is_served_within_a_round(
     repo: OutboxRepository,
 ) -> None:
-    """A tenant with nothing due whose pass is below the busy tenants' is read by the claim's walk; the
-    claim lifts its pass to just below the tenants it served, past those still waiting, so the next
+    """A tenant with nothing due whose pass is below the busy tenants' is read by the claim's walk; a
+    claim whose walk stops short of the last tenant lifts its pass to just below the tenants it served, past those still waiting, so the next
     claims' walks, which stop once they cover their slots, reach it again only after those had their
     turn, not on every claim. Once it has rows it is served within one round of the share, once."""
     idle = add_tenant(repo, "idle")
-    busy = {name: add_tenant(repo, name) for name in "abcde"}
+    busy = {name: add_tenant(repo, name) for name in "abcdefghij"}
     for name, tenant_id in busy.items():
         enqueue_for(repo, tenant_id, 10, name)
 
@@ -236,14 +236,14 @@ def test_a_claim_lifts_an_idle_tenant_past_its_walk_and_it_is_served_within_a_ro
     assert pass_of(idle) == 0
     assert Counter(claim_tenants(repo, 2)) == {"a": 1, "b": 1}
     lifted = pass_of(idle)
-    waiting = max(pass_of(busy[name]) for name in "cde")
+    waiting = max(pass_of(busy[name]) for name in "cdefghij")
     served = min(pass_of(busy[name]) for name in "ab")
     assert waiting < lifted < served, "after the tenants still waiting, just below those served"
-    assert Counter(claim_tenants(repo, 3)) == {"c": 1, "d": 1, "e": 1}
+    assert Counter(claim_tenants(repo, 8)) == dict.fromkeys("cdefghij", 1)
     assert pass_of(idle) == lifted
 
     enqueue_for(repo, idle, 3, "idle")
     shares: Counter[str | None] = Counter()
-    for _ in range(6):
+    for _ in range(11):
         shares.update(claim_tenants(repo, 1))
-    assert shares == {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "idle": 1}
+    assert shares == {**dict.fromkeys("abcdefghij", 1), "idle": 1}
