@@ -119,8 +119,9 @@ BEGIN
       -- every pass they write is written holding it, so the walk below reads them as they stand.
       SELECT COALESCE(MAX(virtual_time), 0) INTO v_clock FROM email_tenant_schedule WHERE id = 1 FOR UPDATE;
       -- A read of the walk takes at most this many tenants: they come back in one JSON array, which
-      -- MariaDB builds within group_concat_max_len (20 bytes a tenant at most). One that meets tenants
-      -- that cannot take a slot doubles it for the next read, so a run of them costs a few reads.
+      -- MariaDB builds within group_concat_max_len (20 bytes a tenant at most). One that meets only
+      -- tenants that cannot take a slot doubles it for the next read, so a run of them costs a few
+      -- reads (each read starts again at the last pass read and skips the tenants already read there).
       SET v_batch_max = GREATEST(1, FLOOR(@@SESSION.group_concat_max_len / 20));
       SET v_batch = LEAST({{limit}} + 1, v_batch_max);
       SET v_walk_done = -1;
@@ -147,14 +148,12 @@ BEGIN
               INTO v_walked, v_walk_ok, v_walk_pass, v_walk, v_max_weight
               FROM {{>tenant_walk | now = v_now | from = v_walk_pass | more = NOT EXISTS (SELECT 1 FROM email_claim_walk c WHERE c.tenant_id = t.id) | limit = v_batch}} w;
             SET v_walk_done = IF(v_walked < v_batch, 1, 0), v_idle = v_idle + v_walked - v_walk_ok;
-            IF v_walk_ok < v_walked THEN
+            IF v_walk_ok = 0 THEN
               SET v_batch = LEAST(v_batch * 2, v_batch_max);
             END IF;
             -- Each tenant's next send's tag and the room its limits leave, read again by primary key
             -- under the lock: none while paused; its rate schedule (at most a second's burst); what is
             -- left of its 24 hours. The reputation guard leaves only the ranks at or above its priority.
-            -- A tenant met that cannot take a slot is kept as exhausted 2, no room: the walk does not
-            -- read it again and its pass is lifted at the end (below).
             INSERT IGNORE INTO email_claim_walk
               (tenant_id, weight, raw_pass, start_pass, first_tag, next_tag, max_rank, top, send_rate,
                rate_start, day_start, day_base, room, exhausted)
@@ -165,13 +164,22 @@ BEGIN
                    {{>tenant_rate_start | tenant = t | now = v_now}},
                    {{>tenant_day_start | tenant = t | now = v_now}},
                    {{>tenant_day_base | tenant = t | now = v_now}},
-                   IF(t.paused_reason IS NOT NULL OR j.pick IS NULL, 0,
+                   IF(t.paused_reason IS NOT NULL, 0,
                       LEAST({{limit}}, {{>tenant_quota_room | tenant = t | now = v_now | limit = {{limit}}}},
                             IF(t.send_rate IS NULL, {{limit}},
                                {{>tenant_rate_room | rate = t.send_rate | rate_start = {{>tenant_rate_start | tenant = t | now = v_now}} | now = v_now}}))),
-                   IF(j.pick IS NULL, 2, 0)
+                   0
               FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', pick BIGINT UNSIGNED PATH '$[1]')) j
-                   STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id;
+                   STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = j.id
+             WHERE j.pick IS NOT NULL;
+            IF v_walk_ok < v_walked THEN
+              -- A tenant met that cannot take a slot is kept as exhausted 2, no room: the walk does not
+              -- read it again and its pass is lifted at the end (below).
+              INSERT IGNORE INTO email_claim_walk (tenant_id, exhausted)
+              SELECT j.id, 2
+                FROM JSON_TABLE(v_walk, '$[*]' COLUMNS (id INT UNSIGNED PATH '$[0]', pick BIGINT UNSIGNED PATH '$[1]')) j
+               WHERE j.pick IS NULL;
+            END IF;
             IF v_walk_ok = 0 AND v_walk_done = 0 THEN
               -- Nothing new to share out: read on.
               SET v_walk_done = -1;
@@ -346,11 +354,12 @@ BEGIN
       -- quota) has its pass lifted to just below the lowest this claim gave a served tenant: left
       -- below, it would be read by every claim, however long it stays so; lifted, it sorts after the
       -- tenants still waiting, and the walk meets it again once they have had their turn, about once a
-      -- round. Only when the walk stopped short of the last tenant: one that read them all left none
-      -- waiting to cover the next claim, which would read the lifted tenant all the same, and a write
-      -- costs more than that read. Only ever up, so it banks no share; one that gets rows starts level
-      -- with the least served of this claim, ahead of it on a tie (docs/design.md, "Tenants").
-      IF v_idle > 0 AND v_walk_done = 0 THEN
+      -- round. Only when tenants are left waiting (the walk stopped short of the last tenant, or one it
+      -- found was not served): with none, the next claim would read the lifted tenant all the same, and
+      -- a write costs more than that read. Only ever up, so it banks no share; one that gets rows starts
+      -- level with the least served of this claim, ahead of it on a tie (docs/design.md, "Tenants").
+      IF v_idle > 0 AND (v_walk_done = 0 OR EXISTS (SELECT 1 FROM email_claim_walk
+                                                     WHERE room > 0 AND got = 0 AND exhausted = 0)) THEN
         SELECT GREATEST(v_clock, COALESCE(MIN(start_pass + got / weight) - 1 / (1024 * v_max_weight), 0))
           INTO v_tag FROM email_claim_walk WHERE got > 0;
         UPDATE email_claim_walk c STRAIGHT_JOIN email_tenants t FORCE INDEX (PRIMARY) ON t.id = c.tenant_id
