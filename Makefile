@@ -39,7 +39,7 @@ system-deps: ## install the system packages the tests need
 demo-deps: ## install the system packages the demo and `make dev` need (a database server)
 	@bash db/ensure-server-binary.sh demo
 
-test: system-deps $(STAMP) ## run the whole suite (about 20 minutes on 2 cores)
+test: system-deps $(STAMP) ## run the whole suite (about 15 minutes on 2 cores)
 	$(BIN)/pytest
 
 demo: demo-deps $(DEMO_STAMP) ## the whole job end to end: a private database, the local SES endpoint, 3 workers
